@@ -1,0 +1,81 @@
+"""kueued's command line: ``simulate``, ``validate``, ``run``.
+
+The composition root: the only module of ``kueued`` that may import ``actors``.
+Logging is configured once here (structlog, JSON lines or console).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import msgspec
+
+from kueued.errors import KueuedError
+
+EPILOG = """examples:
+  kueued simulate config/examples/organisation.yaml            # a table for people
+  kueued simulate scenario.yaml --output json                  # FORMAT.md's JSON
+  kueued validate manifests/*.yaml                             # refuse what Kueue would
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="kueued",
+        description="Hierarchical quota scheduler for Kubernetes batch workloads: Kueue's cohorts, "
+                    "ClusterQueues and preemption, and Koordinator's elastic quota.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="run manifests to quiescence in memory and report decisions",
+                         description="Apply the manifests (or conformance scenarios) in order, schedule until "
+                                     "nothing more can change, and print every workload's outcome.")
+    sim.add_argument("files", nargs="+", type=Path, help="YAML manifests or scenario files")
+    sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
+    sim.add_argument("--engine", choices=["actors", "sync"], default="actors",
+                     help="actors (default): one actor per ClusterQueue and Cohort; sync: the pure core")
+    val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
+    val.add_argument("files", nargs="+", type=Path)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "simulate":
+            return _simulate(args)
+        if args.command == "validate":
+            return _validate(args)
+    except KueuedError as exc:
+        print(f"kueued: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from kueued.simulate import load_manifests, simulate
+    manifests = load_manifests(args.files)
+    report = simulate(manifests, engine_kind=args.engine)
+    if args.output == "json":
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+    else:
+        from kueued.table import render
+        render(report)
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from kueued.simulate import load_manifests
+    from kueued.world import World
+    world = World()
+    for m in load_manifests(args.files):
+        world.apply(m)
+    for key, why in world.rejected.items():
+        print(f"{key}: {why}")
+    print(f"{len(world.raw)} accepted, {len(world.rejected)} rejected")
+    return 1 if world.rejected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

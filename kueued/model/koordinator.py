@@ -1,0 +1,188 @@
+"""Koordinator's ElasticQuota API as plain-manifest accessors.
+
+Mirrors ``apis/extension/elastic_quota.go`` (GetParentQuotaName, IsParentQuota,
+IsAllowLentResource, GetSharedWeight, GetAnnotationQuotaNamespaces, ...) so that the
+webhook rules (``model/elastic_validation.py``) and the run (``scheduling/elastic.py``)
+read an ElasticQuota or a Workload the same way.  Objects stay ``dict`` manifests: the
+webhook must see exactly what the user applied, including quantities that do not parse.
+
+Spellings: Koordinator's code reads ``quota.scheduling.koordinator.sh/parent`` and
+``.../name``; the design seed says ``parent-quota-name`` and ``quota-name``.  Both are
+accepted, Koordinator's first.
+
+Units: amounts are kueued's exact milli-units (``model.quantity``).  Koordinator's
+calculator works per resource in int64 "values" (cpu in millicores, everything else in
+whole units rounded up, ``getQuantityValue``); :func:`koord_value` and
+:func:`from_koord_value` convert between the two at the calculator's edge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kueued.model.quantity import parse
+
+__all__ = [
+    "PREFIX", "ROOT_QUOTA", "SYSTEM_QUOTA", "DEFAULT_QUOTA", "DEFAULT_GROUP_MAX",
+    "LABEL_PARENT", "LABEL_PARENT_SEED", "LABEL_IS_PARENT", "LABEL_ALLOW_LENT", "LABEL_QUOTA_NAME",
+    "LABEL_QUOTA_NAME_SEED", "LABEL_PREEMPTIBLE", "LABEL_ALLOW_FORCE_UPDATE", "LABEL_IS_ROOT",
+    "LABEL_TREE_ID", "ANNOTATION_SHARED_WEIGHT", "ANNOTATION_NAMESPACES", "ANNOTATION_MAX_STRICT_KEYS",
+    "labels", "annotations", "name_of", "namespace_of", "parent_name", "is_parent",
+    "allow_lent_resource", "allow_force_update", "is_tree_root", "tree_id", "quota_namespaces",
+    "resource_list", "shared_weight", "effective_shared_weight", "workload_quota_label",
+    "is_non_preemptible", "koord_value", "from_koord_value",
+]
+
+PREFIX = "quota.scheduling.koordinator.sh/"
+ROOT_QUOTA = "koordinator-root-quota"
+SYSTEM_QUOTA = "koordinator-system-quota"
+DEFAULT_QUOTA = "koordinator-default-quota"
+
+LABEL_PARENT = PREFIX + "parent"
+LABEL_PARENT_SEED = PREFIX + "parent-quota-name"
+LABEL_IS_PARENT = PREFIX + "is-parent"
+LABEL_ALLOW_LENT = PREFIX + "allow-lent-resource"
+LABEL_QUOTA_NAME = PREFIX + "name"
+LABEL_QUOTA_NAME_SEED = PREFIX + "quota-name"
+LABEL_PREEMPTIBLE = PREFIX + "preemptible"
+LABEL_ALLOW_FORCE_UPDATE = PREFIX + "allow-force-update"
+LABEL_IS_ROOT = PREFIX + "is-root"
+LABEL_TREE_ID = PREFIX + "tree-id"
+ANNOTATION_SHARED_WEIGHT = PREFIX + "shared-weight"
+ANNOTATION_NAMESPACES = PREFIX + "namespaces"
+ANNOTATION_MAX_STRICT_KEYS = PREFIX + "max-strict-check-resource-keys"
+
+# pluginArgs.DefaultQuotaGroupMax / SystemQuotaGroupMax: MaxInt64/5 cores and bytes.
+DEFAULT_GROUP_MAX: Mapping[str, int] = {
+    "cpu": (2**63 - 1) // 5 * 1000,
+    "memory": (2**63 - 1) // 5 * 1000,
+}
+
+
+def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def namespace_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
+def parent_name(obj: Mapping[str, Any]) -> str:
+    """GetParentQuotaName: the parent label, or the root when it is empty."""
+    lab = labels(obj)
+    parent = lab.get(LABEL_PARENT) or lab.get(LABEL_PARENT_SEED) or ""
+    if not parent and name_of(obj) != ROOT_QUOTA:
+        return ROOT_QUOTA
+    return str(parent)
+
+
+def is_parent(obj: Mapping[str, Any]) -> bool:
+    return labels(obj).get(LABEL_IS_PARENT) == "true"
+
+
+def allow_lent_resource(obj: Mapping[str, Any]) -> bool:
+    """Lends unless the label is exactly "false"."""
+    return labels(obj).get(LABEL_ALLOW_LENT) != "false"
+
+
+def allow_force_update(obj: Mapping[str, Any]) -> bool:
+    return labels(obj).get(LABEL_ALLOW_FORCE_UPDATE) == "true"
+
+
+def is_tree_root(obj: Mapping[str, Any]) -> bool:
+    return labels(obj).get(LABEL_IS_ROOT) == "true"
+
+
+def tree_id(obj: Mapping[str, Any]) -> str:
+    return str(labels(obj).get(LABEL_TREE_ID) or "")
+
+
+def quota_namespaces(obj: Mapping[str, Any]) -> list[str]:
+    """GetAnnotationQuotaNamespaces: a JSON list; anything unreadable binds nothing."""
+    raw = annotations(obj).get(ANNOTATION_NAMESPACES) or ""
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    if not isinstance(value, list):
+        return []
+    return [str(v) for v in value]
+
+
+def resource_list(value: object) -> dict[str, int]:
+    """A ResourceList (``{"cpu": "2"}``) in milli-units; raises QuantityError/TypeError."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError("must be a map of resource name to quantity")
+    return {str(k): parse(v) for k, v in value.items()}
+
+
+def shared_weight(obj: Mapping[str, Any]) -> dict[str, int] | None:
+    """The shared-weight annotation as written, or None when absent or empty.
+
+    Raises ValueError when it is not a JSON resource list (the mutating webhook's
+    "unmarshal sharedWeight failed").
+    """
+    raw = annotations(obj).get(ANNOTATION_SHARED_WEIGHT)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object of resource name to quantity")
+    return resource_list(value)
+
+
+def effective_shared_weight(obj: Mapping[str, Any], max_: Mapping[str, int]) -> dict[str, int]:
+    """The weight the scheduler uses.
+
+    The mutating webhook (fixedSharedWeight) fills keys missing from max with max's value
+    and drops keys max lacks; GetSharedWeight then falls back to max when every value is
+    zero (or the annotation cannot be read).
+    """
+    try:
+        written = shared_weight(obj)
+    except (ValueError, TypeError):
+        written = None
+    if written is None:
+        return dict(max_)
+    fixed = {k: written.get(k, v) for k, v in max_.items()}
+    if not any(fixed.values()):
+        return dict(max_)
+    return fixed
+
+
+def workload_quota_label(obj: Mapping[str, Any]) -> str:
+    lab = labels(obj)
+    return str(lab.get(LABEL_QUOTA_NAME) or lab.get(LABEL_QUOTA_NAME_SEED) or "")
+
+
+def is_non_preemptible(obj: Mapping[str, Any]) -> bool:
+    """IsPodNonPreemptible: label (or annotation) ``preemptible: "false"``."""
+    return labels(obj).get(LABEL_PREEMPTIBLE) == "false" or annotations(obj).get(LABEL_PREEMPTIBLE) == "false"
+
+
+def koord_value(resource: str, milli: int) -> int:
+    """getQuantityValue: cpu in millicores, other resources in whole units rounded up."""
+    if resource == "cpu":
+        return milli
+    return -((-milli) // 1000)
+
+
+def from_koord_value(resource: str, value: int) -> int:
+    return value if resource == "cpu" else value * 1000

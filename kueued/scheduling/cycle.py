@@ -1,0 +1,226 @@
+"""One scheduling cycle: Kueue's ``scheduler.schedule`` as a pure function.
+
+Input: the cycle-start :class:`Snapshot` (a private clone), one head per active
+ClusterQueue, and the namespaces' labels.  Output: a :class:`CycleResult` listing
+admissions, evictions and, for every head not admitted, why and how it is requeued.
+Nothing here is applied to real state: the engine (or the actors' coordinator)
+commits the result.
+
+Steps (``pkg/scheduler/scheduler.go``):
+
+1. *nominate*: every head is checked (ClusterQueue active, namespace matches,
+   requests <= limits) and assigned flavors against the **same** cycle-start snapshot;
+   a head that needs preemption gets its targets.
+2. *order*: already-borrowing-free first (lower borrowing level), then priority, then
+   age; or, with fair sharing, the tournament of ``fairsharing.ordering``.
+3. *process* each entry against the snapshot as modified by earlier entries: a
+   no-candidate preemptor reserves capacity (unless its ClusterQueue can always
+   reclaim); a preemptor whose targets overlap victims chosen earlier in the cycle is
+   recomputed (DeferredFit); every entry is re-checked with this cycle's victims
+   removed; a fitting Fit entry is admitted, a Preempt entry evicts its targets and
+   waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Protocol
+
+from kueued.model import api
+from kueued.scheduling.flavors import Assignment, Mode, assign_flavors
+from kueued.scheduling.queues import RequeueReason
+from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
+from kueued.scheduling.workload import WorkloadInfo
+
+__all__ = ["Target", "Preemptor", "Entry", "CycleResult", "run_cycle", "namespace_matches"]
+
+
+class Target:
+    """A victim chosen for a preemptor, with Kueue's reason (InClusterQueue, ...)."""
+
+    __slots__ = ("workload", "reason")
+
+    def __init__(self, workload: WorkloadInfo, reason: str) -> None:
+        self.workload = workload
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Target({self.workload.key}, {self.reason})"
+
+
+class Preemptor(Protocol):
+    """What the cycle needs from preemption (``kueued.scheduling.preemption``)."""
+
+    def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: tuple[str, str], value: int) -> Mode: ...
+
+    def get_targets(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
+                    assignment: Assignment) -> list[Target]: ...
+
+
+class Entry:
+    __slots__ = ("wl", "cq", "assignment", "targets", "status", "reason", "message")
+
+    def __init__(self, wl: WorkloadInfo, cq: str) -> None:
+        self.wl = wl
+        self.cq = cq
+        self.assignment: Assignment | None = None
+        self.targets: list[Target] = []
+        self.status = "pending"  # pending | nominated | skipped | admitted | preempting | deferred
+        self.reason = RequeueReason.GENERIC
+        self.message = ""
+
+    @property
+    def mode(self) -> Mode:
+        return self.assignment.mode if self.assignment is not None else Mode.NO_FIT
+
+    def __repr__(self) -> str:
+        return f"Entry({self.wl.key}@{self.cq} {self.mode.name} {self.status})"
+
+
+class CycleResult:
+    __slots__ = ("entries", "admitted", "evictions")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.admitted: list[Entry] = []
+        self.evictions: list[tuple[Target, Entry]] = []
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.admitted or self.evictions)
+
+
+Iterate = Callable[[list[Entry], Snapshot], Iterator[Entry]]
+
+
+def classical_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]:
+    ordered = sorted(entries, key=lambda e: (
+        e.assignment.borrowing if e.assignment is not None else 0,
+        -e.wl.priority, e.wl.created, e.wl.uid))
+    return iter(ordered)
+
+
+def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
+              preemptor: Preemptor, namespaces: Mapping[str, Mapping[str, str]],
+              iterate: Iterate = classical_order) -> CycleResult:
+    result = CycleResult()
+    for wl, cq_name in heads:
+        result.entries.append(_nominate(snapshot, wl, cq_name, preemptor, namespaces))
+    nominated = [e for e in result.entries if e.assignment is not None]
+    victims: dict[str, WorkloadInfo] = {}
+    for e in iterate(nominated, snapshot):
+        _process(snapshot, e, victims, preemptor, result)
+    return result
+
+
+def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Preemptor,
+              namespaces: Mapping[str, Mapping[str, str]]) -> Entry:
+    e = Entry(wl, cq_name)
+    cq = snapshot.cluster_queues.get(cq_name)
+    if cq is None or not cq.active:
+        e.message = cq.inactive_reason if cq is not None else f"ClusterQueue {cq_name} not found"
+        return e
+    labels = namespaces.get(wl.namespace)
+    if labels is None or not namespace_matches(cq.spec.namespace_selector, labels):
+        e.reason = RequeueReason.NAMESPACE_MISMATCH
+        e.message = (f"namespace {wl.namespace} " + ("not found" if labels is None else
+                     f"doesn't match the namespaceSelector of ClusterQueue {cq_name}"))
+        return e
+    why = _requests_exceed_limits(wl)
+    if why:
+        e.message = why
+        return e
+    e.assignment = assign_flavors(snapshot, cq, wl, preemptor.oracle)
+    if e.mode == Mode.NO_FIT:
+        e.message = e.assignment.message() or "couldn't assign flavors"
+    elif e.mode.needs_preemption:
+        e.targets = preemptor.get_targets(cq, wl, e.assignment)
+        e.message = e.assignment.message()
+    return e
+
+
+def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], preemptor: Preemptor,
+             result: CycleResult) -> None:
+    assert e.assignment is not None
+    if e.mode == Mode.NO_FIT:
+        return
+    cq = snapshot.cluster_queues[e.cq]
+    if e.mode.needs_preemption and not e.targets:
+        e.message = (e.message + "; " if e.message else "") + "no preemption candidates"
+        if cq.spec.preemption.reclaim_within_cohort != "Any":
+            cq.add_usage(_to_reserve(e.assignment, cq))
+        return
+    if e.mode.needs_preemption and any(t.workload.key in victims for t in e.targets):
+        with snapshot.without(victims.values()):
+            redo = assign_flavors(snapshot, cq, e.wl, preemptor.oracle)
+        if redo.mode == Mode.FIT:
+            e.assignment, e.targets = redo, []
+            cq.add_usage(redo.usage)
+            e.status, e.reason = "deferred", RequeueReason.PENDING_PREEMPTION
+            e.message = "waiting for the preemptions of another workload"
+        else:
+            e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
+            e.message = "preemption targets overlap with another workload's"
+        return
+    with snapshot.without(victims.values()):
+        fits = cq.fits(e.assignment.usage)
+    if not fits:
+        e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
+        e.message = "workload no longer fits after processing another workload"
+        return
+    cq.add_usage(e.assignment.usage)
+    if e.mode.needs_preemption:
+        for t in e.targets:
+            if t.workload.key not in victims:
+                victims[t.workload.key] = t.workload
+                result.evictions.append((t, e))
+        e.status, e.reason = "preempting", RequeueReason.PENDING_PREEMPTION
+        e.message = f"pending the preemption of {len(e.targets)} workload(s)"
+        return
+    e.status = "admitted"
+    result.admitted.append(e)
+
+
+def _to_reserve(a: Assignment, cq: ClusterQueueSnapshot) -> dict[tuple[str, str], int]:
+    out = {}
+    for fr, req in a.usage.items():
+        lim = cq.node.limit(fr)
+        used = cq.usage(fr)
+        if a.borrows:
+            v = req if lim.borrowing_limit is None else min(req, lim.nominal + lim.borrowing_limit - used)
+        else:
+            v = min(req, lim.nominal - used)
+        out[fr] = max(0, v)
+    return out
+
+
+def _requests_exceed_limits(wl: WorkloadInfo) -> str:
+    from kueued.model.quantity import parse
+    for ps in wl.obj.spec.pod_sets:
+        for c in [*ps.template.spec.containers, *ps.template.spec.init_containers]:
+            for res, lim in c.resources.limits.items():
+                req = c.resources.requests.get(res)
+                if req is not None and parse(req) > parse(lim):
+                    return (f"podSet {ps.name} container {c.name}: {res} request ({req}) "
+                            f"exceeds its limit ({lim})")
+    return ""
+
+
+def namespace_matches(selector: api.LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """A Kubernetes label selector; an unset selector matches nothing, ``{}`` everything."""
+    if selector is None:
+        return False
+    for k, v in selector.match_labels.items():
+        if labels.get(k) != v:
+            return False
+    for req in selector.match_expressions:
+        has, value = req.key in labels, labels.get(req.key)
+        ok = {
+            "In": has and value in req.values,
+            "NotIn": not has or value not in req.values,
+            "Exists": has,
+            "DoesNotExist": not has,
+        }.get(req.operator, False)
+        if not ok:
+            return False
+    return True

@@ -1,0 +1,160 @@
+"""The synchronous engine: the pure core driven cycle by cycle, no actors.
+
+This is the reference the actor engine (``actors/``) must agree with, and the
+baseline the benchmarks measure the actor layer against.  It owns a live
+:class:`Snapshot` (the quota forest with admitted usage) and one
+:class:`PendingQueue` per ClusterQueue; each :meth:`Engine.cycle` pops one head per
+active ClusterQueue, runs :func:`run_cycle` on a clone and applies the result:
+
+1. evictions first: the victim's quota is released, it counts one preemption, goes
+   back to its queue, and every parked workload of its cohort tree is requeued;
+2. admissions: usage added, workload marked admitted;
+3. every other head is requeued by its queue's rules.
+
+:meth:`run` repeats until a cycle changes nothing (no admission, no eviction, and
+the queues hold the same workloads in the same places).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kueued.quota.node import QuotaNode
+from kueued.scheduling.cycle import CycleResult, Entry, Iterate, Preemptor, classical_order, run_cycle
+from kueued.scheduling.forest import build_forest
+from kueued.scheduling.queues import PendingQueue
+from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.workload import WorkloadInfo
+from kueued.world import World
+
+__all__ = ["Engine", "PreemptorFactory"]
+
+PreemptorFactory = Callable[[Snapshot, World], Preemptor]
+
+
+class Engine:
+    def __init__(self, world: World, *, preemptor: PreemptorFactory,
+                 iterate: Iterate = classical_order) -> None:
+        self.world = world
+        self.make_preemptor = preemptor
+        self.iterate = iterate
+        self.queues: dict[str, PendingQueue] = {}
+        self.unrouted: dict[str, str] = {}
+        self.reasons: dict[str, str] = {}
+        self.events: list[tuple[str, str, str, str]] = []  # (kind, workload, by, detail)
+        self.state = build_forest(cluster_queues={}, cohorts={}, flavors={})
+        self.cycles = 0
+
+    # --- keeping up with the world ------------------------------------------------------------
+    def rebuild(self) -> None:
+        w = self.world
+        self.state = build_forest(cluster_queues=w.cluster_queues, cohorts=w.cohorts, flavors=w.flavors,
+                                  fair_sharing=w.settings.fair_sharing)
+        for name, cq in self.state.cluster_queues.items():
+            strict = cq.spec.queueing_strategy == "StrictFIFO"
+            q = self.queues.get(name)
+            if q is None or q.strict != strict:
+                fresh = PendingQueue(name, strict=strict)
+                for wl in (q.pending() if q else ()):
+                    fresh.push(wl)
+                self.queues[name] = fresh
+        for name in list(self.queues):
+            if name not in self.state.cluster_queues:
+                del self.queues[name]
+        self.unrouted.clear()
+        for wl in self.world.workloads.values():
+            self._place(wl)
+        for q in self.queues.values():
+            q.requeue_inadmissible()
+
+    def _place(self, wl: WorkloadInfo) -> None:
+        for q in self.queues.values():
+            q.remove(wl.key)
+        if wl.admitted:
+            if wl.cluster_queue in self.state.cluster_queues:
+                self.state.add_workload(wl)
+            return
+        cq, why = self.world.route(wl)
+        if cq is None or cq not in self.queues:
+            self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
+            return
+        self.queues[cq].push(wl)
+
+    # --- cycles ------------------------------------------------------------------------------
+    def heads(self) -> list[tuple[WorkloadInfo, str]]:
+        out = []
+        for name, q in self.queues.items():
+            cq = self.state.cluster_queues[name]
+            if not cq.active:
+                for wl in q.pending():
+                    self.reasons[wl.key] = cq.inactive_reason
+                continue
+            head = q.pop_head()
+            if head is not None:
+                out.append((head, name))
+        return out
+
+    def cycle(self) -> CycleResult:
+        self.cycles += 1
+        heads = self.heads()
+        snap = self.state.clone()
+        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world),
+                           namespaces=self.world.namespaces, iterate=self.iterate)
+        self.apply(result)
+        return result
+
+    def apply(self, result: CycleResult) -> None:
+        touched: set[str] = set()
+        for target, by in result.evictions:
+            victim = target.workload
+            if not victim.admitted:
+                continue
+            cq_name = victim.cluster_queue
+            self.state.remove_workload(victim)
+            victim.release()
+            victim.evictions += 1
+            self.events.append(("evicted", victim.key, by.wl.key, target.reason))
+            self.queues[cq_name].push(victim)  # type: ignore[index]
+            touched.add(cq_name)  # type: ignore[arg-type]
+        for e in result.admitted:
+            assert e.assignment is not None
+            e.wl.admit(e.cq, dict(e.assignment.usage), e.assignment.flavors(), at=self.now())
+            self.state.add_workload(e.wl)
+            self.reasons.pop(e.wl.key, None)
+        for e in result.entries:
+            if e.status != "admitted":
+                self.reasons[e.wl.key] = e.message
+                self.queues[e.cq].requeue(e.wl, e.reason)
+        for name in touched:
+            self._requeue_tree(name)
+
+    def now(self) -> float:
+        """Virtual time: after every timestamp a manifest carries, one second per cycle."""
+        return 4_000_000_000.0 + self.cycles
+
+    def _requeue_tree(self, cq_name: str) -> None:
+        root: QuotaNode = self.state.cluster_queues[cq_name].node.root()
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if not node.is_cohort:
+                self.queues[node.name].requeue_inadmissible()
+            stack.extend(node.children)
+
+    def fingerprint(self) -> tuple:
+        return tuple((n, q.peek_keys(), tuple(sorted(q.inadmissible))) for n, q in sorted(self.queues.items()))
+
+    def run(self, *, max_cycles: int = 100_000) -> int:
+        """Cycle until nothing changes; returns the number of cycles run."""
+        start = self.cycles
+        before = self.fingerprint()
+        while self.cycles - start < max_cycles:
+            result = self.cycle()
+            after = self.fingerprint()
+            if not result.changed and after == before:
+                break
+            before = after
+        return self.cycles - start
+
+    def entry_for(self, key: str) -> Entry | None:  # pragma: no cover - debugging aid
+        return None

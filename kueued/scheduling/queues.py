@@ -1,0 +1,110 @@
+"""A ClusterQueue's pending workloads: the heap, the inadmissible set, the head.
+
+Mirrors Kueue's ``pkg/cache/queue/cluster_queue.go``.  Pending workloads sit in a heap
+ordered by (priority desc, queue-order timestamp asc, uid); each cycle pops one head.
+After a failed attempt the head goes back to the heap (retried next cycle) or to the
+inadmissible set (parked until capacity frees in its cohort tree):
+
+* StrictFIFO: always back to the heap, so it keeps blocking the queue (except a
+  namespace mismatch, which is parked);
+* BestEffortFIFO: back to the heap only when it was skipped after nomination or waits
+  for its preemptions; otherwise parked, and the next workload becomes head.
+
+``requeue_inadmissible`` moves every parked workload back (an eviction, a finished or
+deleted workload, a queue change).  The heap deletes lazily: a removed workload's
+entry stays until popped, then is dropped by key.
+
+An optional ``usage_of`` hook (admission fair sharing) puts a LocalQueue's usage ahead
+of priority in the order; those keys change as usage changes, so such a queue finds
+its head by scanning instead of trusting the heap.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+
+from kueued.scheduling.workload import WorkloadInfo
+
+__all__ = ["PendingQueue", "RequeueReason"]
+
+
+class RequeueReason:
+    GENERIC = "Generic"
+    NAMESPACE_MISMATCH = "NamespaceMismatch"
+    FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+    PENDING_PREEMPTION = "PendingPreemption"
+
+
+class PendingQueue:
+    __slots__ = ("name", "strict", "_heap", "_items", "inadmissible", "usage_of", "_seq")
+
+    def __init__(self, name: str, *, strict: bool,
+                 usage_of: Callable[[WorkloadInfo], float] | None = None) -> None:
+        self.name = name
+        self.strict = strict
+        self._heap: list[tuple[int, float, str, int, WorkloadInfo]] = []
+        self._items: dict[str, WorkloadInfo] = {}
+        self.inadmissible: dict[str, WorkloadInfo] = {}
+        self.usage_of = usage_of
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._items) + len(self.inadmissible)
+
+    def pending(self) -> Iterator[WorkloadInfo]:
+        yield from self._items.values()
+        yield from self.inadmissible.values()
+
+    def heap_size(self) -> int:
+        return len(self._items)
+
+    def push(self, wl: WorkloadInfo) -> None:
+        self.inadmissible.pop(wl.key, None)
+        self._items[wl.key] = wl
+        self._seq += 1
+        heapq.heappush(self._heap, (-wl.priority, wl.created, wl.uid, self._seq, wl))
+
+    def remove(self, key: str) -> WorkloadInfo | None:
+        return self._items.pop(key, None) or self.inadmissible.pop(key, None)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items or key in self.inadmissible
+
+    def pop_head(self) -> WorkloadInfo | None:
+        if self.usage_of is not None:
+            if not self._items:
+                return None
+            usage_of = self.usage_of
+            head = min(self._items.values(),
+                       key=lambda w: (usage_of(w), -w.priority, w.created, w.uid))
+            del self._items[head.key]
+            return head
+        while self._heap:
+            *_, wl = heapq.heappop(self._heap)
+            if self._items.get(wl.key) is wl:
+                del self._items[wl.key]
+                return wl
+        return None
+
+    def peek_keys(self) -> tuple[str, ...]:
+        return tuple(sorted(self._items))
+
+    def requeue(self, wl: WorkloadInfo, reason: str) -> None:
+        """Put a head that was not admitted back, by Kueue's rules."""
+        if self.strict:
+            immediate = reason != RequeueReason.NAMESPACE_MISMATCH
+        else:
+            immediate = reason in (RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION)
+        if immediate:
+            self.push(wl)
+        else:
+            self._items.pop(wl.key, None)
+            self.inadmissible[wl.key] = wl
+
+    def requeue_inadmissible(self) -> int:
+        moved = list(self.inadmissible.values())
+        self.inadmissible.clear()
+        for wl in moved:
+            self.push(wl)
+        return len(moved)

@@ -1,0 +1,73 @@
+"""Wiring: which preemptor and admission order a World's settings call for, and a
+synchronous run to quiescence producing a :class:`~kueued.simulate.Report`."""
+
+from __future__ import annotations
+
+from kueued.scheduling.cycle import Iterate, Preemptor, Target, classical_order
+from kueued.scheduling.flavors import Assignment, Mode
+from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
+from kueued.scheduling.workload import WorkloadInfo
+from kueued.world import World
+
+__all__ = ["make_preemptor", "make_iterate", "run_sync", "NoPreemption"]
+
+
+class NoPreemption:
+    """A preemptor that never finds candidates (used where preemption is not wanted)."""
+
+    def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: tuple[str, str], value: int) -> Mode:
+        return Mode.NO_CANDIDATES
+
+    def get_targets(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment) -> list[Target]:
+        return []
+
+
+def make_preemptor(snapshot: Snapshot, world: World) -> Preemptor:
+    try:
+        if world.settings.fair_sharing:
+            from kueued.scheduling.fairsharing import FairPreemptor
+            return FairPreemptor(snapshot, settings=world.settings)
+        from kueued.scheduling.preemption import ClassicalPreemptor
+        return ClassicalPreemptor(snapshot, settings=world.settings)
+    except ImportError:
+        return NoPreemption()
+
+
+def make_iterate(world: World) -> Iterate:
+    if world.settings.fair_sharing:
+        try:
+            from kueued.scheduling.fairsharing import fair_order
+            return fair_order
+        except ImportError:
+            pass
+    return classical_order
+
+
+def run_sync(world: World):  # -> Report
+    from kueued.scheduling.engine import Engine
+    from kueued.simulate import report_from
+    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
+    engine.rebuild()
+    engine.run()
+    report = report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
+                         cycles=engine.cycles)
+    _merge_elastic(world, report)
+    return report
+
+
+def _merge_elastic(world: World, report) -> None:
+    if not world.elastic_quotas:
+        return
+    try:
+        from kueued.scheduling.elastic import run_elastic
+    except ImportError:
+        return
+    from kueued.simulate import WorkloadReport, quantity_map
+    labelled = [world.raw[f"Workload/{k}"] for k, wl in world.workloads.items()
+                if world.route(wl)[1] == "elastic" and f"Workload/{k}" in world.raw]
+    outcome = run_elastic(list(world.elastic_quotas.values()), labelled, list(world.nodes.values()))
+    for key, r in outcome.workloads.items():
+        report.workloads[key] = WorkloadReport(r.state, r.cluster_queue if r.state == "admitted" else None,
+                                               None, r.preemptions, r.reason or None)
+    for name, g in outcome.quota_groups.items():
+        report.quota_groups[name] = {"runtime": quantity_map(g.runtime), "request": quantity_map(g.request)}

@@ -1,0 +1,182 @@
+"""A scheduling cycle's view of the quota forest: Kueue's ``Snapshot``.
+
+A :class:`Snapshot` holds one :class:`~kueued.quota.node.QuotaNode` per ClusterQueue
+and Cohort, the admitted workloads of every ClusterQueue, and the parsed queue
+settings the cycle needs.  The engine assembles it at the start of a cycle from the
+state the actors own (each ClusterQueue and Cohort contributes its own node) and the
+cycle mutates it freely: admissions add usage, capacity reservations add usage,
+preemption simulations remove and restore workloads.  Nothing here talks to actors or
+the API; :meth:`Snapshot.clone` gives a cheap private copy (usage dicts are copied,
+limits and specs are shared, never mutated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from kueued.model import api
+from kueued.quota import node as qn
+from kueued.quota.node import FR, QuotaNode
+from kueued.scheduling.workload import WorkloadInfo
+
+__all__ = ["ResourceGroup", "ClusterQueueSnapshot", "CohortSnapshot", "Snapshot"]
+
+
+class ResourceGroup:
+    __slots__ = ("covered", "flavors")
+
+    def __init__(self, covered: list[str], flavors: list[str]) -> None:
+        self.covered = covered
+        self.flavors = flavors
+
+
+class ClusterQueueSnapshot:
+    __slots__ = ("name", "spec", "node", "groups", "group_of", "workloads", "active",
+                 "inactive_reason", "fair_weight", "admission_scope")
+
+    def __init__(self, name: str, spec: api.ClusterQueueSpec, node: QuotaNode,
+                 *, active: bool = True, inactive_reason: str = "") -> None:
+        self.name = name
+        self.spec = spec
+        self.node = node
+        self.groups = [ResourceGroup(list(rg.covered_resources), [f.name for f in rg.flavors])
+                       for rg in spec.resource_groups]
+        self.group_of = {r: g for g in self.groups for r in g.covered}
+        self.workloads: dict[str, WorkloadInfo] = {}
+        self.active = active
+        self.inactive_reason = inactive_reason
+        self.fair_weight = _weight(spec.fair_sharing)
+        self.admission_scope = bool(spec.admission_scope and spec.admission_scope.admission_mode
+                                    == "UsageBasedAdmissionFairSharing")
+
+    # --- shortcuts onto the quota node -------------------------------------------------------
+    @property
+    def parent(self) -> QuotaNode | None:
+        return self.node.parent
+
+    def nominal(self, fr: FR) -> int:
+        return self.node.limit(fr).nominal
+
+    def usage(self, fr: FR) -> int:
+        return self.node.usage.get(fr, 0)
+
+    def available(self, fr: FR) -> int:
+        return max(0, qn.available(self.node, fr))
+
+    def potential_available(self, fr: FR) -> int:
+        return qn.potential_available(self.node, fr)
+
+    def borrowing(self, fr: FR) -> bool:
+        return self.nominal(fr) < self.usage(fr)
+
+    def fits(self, usage: dict[FR, int]) -> bool:
+        return all(v <= self.available(fr) for fr, v in usage.items())
+
+    def add_usage(self, usage: dict[FR, int]) -> None:
+        for fr, v in usage.items():
+            qn.add_usage(self.node, fr, v)
+
+    def remove_usage(self, usage: dict[FR, int]) -> None:
+        for fr, v in usage.items():
+            qn.remove_usage(self.node, fr, v)
+
+    def __repr__(self) -> str:
+        return f"<CQ {self.name}>"
+
+
+class CohortSnapshot:
+    __slots__ = ("name", "spec", "node", "fair_weight", "explicit")
+
+    def __init__(self, name: str, spec: api.CohortSpec | None, node: QuotaNode) -> None:
+        self.name = name
+        self.spec = spec
+        self.node = node
+        self.explicit = spec is not None
+        self.fair_weight = _weight(spec.fair_sharing if spec else None)
+
+
+def _weight(fs: api.FairSharing | None) -> float:
+    if fs is None or fs.weight is None:
+        return 1.0
+    from kueued.model.quantity import parse
+    return parse(fs.weight) / 1000
+
+
+class Snapshot:
+    """Every ClusterQueue and Cohort of the forest, with their nodes linked."""
+
+    def __init__(self, *, flavors: dict[str, api.ResourceFlavor], fair_sharing: bool = False) -> None:
+        self.cluster_queues: dict[str, ClusterQueueSnapshot] = {}
+        self.cohorts: dict[str, CohortSnapshot] = {}
+        self.flavors = flavors
+        self.fair_sharing = fair_sharing
+        self.by_node: dict[int, ClusterQueueSnapshot | CohortSnapshot] = {}
+
+    def register(self, item: ClusterQueueSnapshot | CohortSnapshot) -> None:
+        if isinstance(item, ClusterQueueSnapshot):
+            self.cluster_queues[item.name] = item
+        else:
+            self.cohorts[item.name] = item
+        self.by_node[id(item.node)] = item
+
+    def owner(self, node: QuotaNode) -> ClusterQueueSnapshot | CohortSnapshot:
+        return self.by_node[id(node)]
+
+    def nodes(self) -> Iterator[QuotaNode]:
+        for cq in self.cluster_queues.values():
+            yield cq.node
+        for co in self.cohorts.values():
+            yield co.node
+
+    # --- workloads ---------------------------------------------------------------------------
+    def add_workload(self, wl: WorkloadInfo) -> None:
+        cq = self.cluster_queues[wl.cluster_queue]  # type: ignore[index]
+        cq.workloads[wl.key] = wl
+        cq.add_usage(wl.usage)
+
+    def remove_workload(self, wl: WorkloadInfo) -> None:
+        cq = self.cluster_queues[wl.cluster_queue]  # type: ignore[index]
+        if cq.workloads.pop(wl.key, None) is not None:
+            cq.remove_usage(wl.usage)
+
+    @contextmanager
+    def without(self, workloads: Iterable[WorkloadInfo]) -> Iterator[None]:
+        """Temporarily remove admitted workloads (a preemption simulation)."""
+        removed = [wl for wl in workloads if wl.key in self.cluster_queues[wl.cluster_queue].workloads]  # type: ignore[index]
+        for wl in removed:
+            self.remove_workload(wl)
+        try:
+            yield
+        finally:
+            for wl in removed:
+                self.add_workload(wl)
+
+    def clone(self) -> Snapshot:
+        """A private copy for one cycle: new nodes with copied usage, shared specs."""
+        out = Snapshot(flavors=self.flavors, fair_sharing=self.fair_sharing)
+        mapping: dict[int, QuotaNode] = {}
+        for old in self.nodes():
+            new = QuotaNode(old.name, is_cohort=old.is_cohort)
+            new.limits = old.limits
+            new.subtree = old.subtree
+            new.usage = dict(old.usage)
+            mapping[id(old)] = new
+        for old in self.nodes():
+            new = mapping[id(old)]
+            new.parent = mapping[id(old.parent)] if old.parent is not None else None
+            new.children = [mapping[id(c)] for c in old.children]
+        for cq in self.cluster_queues.values():
+            c = ClusterQueueSnapshot.__new__(ClusterQueueSnapshot)
+            for slot in ClusterQueueSnapshot.__slots__:
+                setattr(c, slot, getattr(cq, slot))
+            c.node = mapping[id(cq.node)]
+            c.workloads = dict(cq.workloads)
+            out.register(c)
+        for co in self.cohorts.values():
+            k = CohortSnapshot.__new__(CohortSnapshot)
+            for slot in CohortSnapshot.__slots__:
+                setattr(k, slot, getattr(co, slot))
+            k.node = mapping[id(co.node)]
+            out.register(k)
+        return out

@@ -1,0 +1,136 @@
+"""A Workload as the scheduler sees it: exact per-pod-set requests, priority, order keys.
+
+``WorkloadInfo`` is built once per Workload version from the decoded API object
+(``kueued.model.api.Workload``) and is what queues, flavor assignment and preemption
+pass around.  Pod requests follow Kubernetes: per container ``requests`` (a limit
+stands in for a missing request), init containers take the max, pod overhead adds on;
+a pod set asks ``count`` times that.  Resources requested at zero are dropped: Kueue
+ignores them, even where the ClusterQueue does not cover them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kueued.model import api
+from kueued.model.quantity import parse
+from kueued.quota.node import FR
+
+__all__ = ["PodSetRequest", "WorkloadInfo", "pod_requests", "timestamp"]
+
+
+def timestamp(text: str | None) -> float:
+    """RFC 3339 to epoch seconds; a missing stamp sorts first."""
+    if not text:
+        return 0.0
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def pod_requests(spec: api.PodSpec) -> dict[str, int]:
+    """One pod's effective requests in milli-units."""
+    total: dict[str, int] = {}
+    for c in spec.containers:
+        for name, value in _container_requests(c).items():
+            total[name] = total.get(name, 0) + value
+    for c in spec.init_containers:
+        for name, value in _container_requests(c).items():
+            total[name] = max(total.get(name, 0), value)
+    for name, q in spec.overhead.items():
+        total[name] = total.get(name, 0) + parse(q)
+    return total
+
+
+def _container_requests(c: api.Container) -> dict[str, int]:
+    out = {name: parse(q) for name, q in c.resources.limits.items()}
+    out.update({name: parse(q) for name, q in c.resources.requests.items()})
+    return out
+
+
+class PodSetRequest:
+    __slots__ = ("name", "count", "requests", "spec")
+
+    def __init__(self, name: str, count: int, requests: dict[str, int], spec: api.PodSpec) -> None:
+        self.name = name
+        self.count = count
+        self.requests = requests  # total for all `count` pods, zero entries dropped
+        self.spec = spec
+
+
+class WorkloadInfo:
+    """Scheduler-side view of one Workload."""
+
+    __slots__ = ("key", "obj", "namespace", "name", "uid", "queue_name", "priority", "created",
+                 "pod_sets", "cluster_queue", "usage", "assigned_flavors", "reserved_at", "evictions",
+                 "local_queue")
+
+    def __init__(self, obj: api.Workload, *, priority: int) -> None:
+        meta = obj.metadata
+        self.obj = obj
+        self.namespace = meta.namespace
+        self.name = meta.name
+        self.key = f"{meta.namespace}/{meta.name}"
+        self.uid = meta.uid or self.key
+        self.queue_name = obj.spec.queue_name
+        self.local_queue = f"{meta.namespace}/{obj.spec.queue_name}"
+        self.priority = priority
+        self.created = timestamp(meta.creation_timestamp)
+        self.pod_sets = []
+        for ps in obj.spec.pod_sets:
+            per_pod = pod_requests(ps.template.spec)
+            self.pod_sets.append(PodSetRequest(
+                ps.name, ps.count,
+                {r: v * ps.count for r, v in sorted(per_pod.items()) if v}, ps.template.spec))
+        self.cluster_queue: str | None = None
+        self.usage: dict[FR, int] = {}
+        self.assigned_flavors: dict[str, dict[str, str]] = {}
+        self.reserved_at = 0.0
+        self.evictions = 0
+        adm = obj.status.admission
+        if adm is not None and adm.cluster_queue:
+            self.admit(adm.cluster_queue, _usage_of(adm), _flavors_of(adm), at=_reserved_time(obj))
+
+    def admit(self, cq: str, usage: dict[FR, int], flavors: dict[str, dict[str, str]], *, at: float) -> None:
+        self.cluster_queue = cq
+        self.usage = usage
+        self.assigned_flavors = flavors
+        self.reserved_at = at
+
+    def release(self) -> None:
+        self.cluster_queue = None
+        self.usage = {}
+        self.assigned_flavors = {}
+
+    @property
+    def admitted(self) -> bool:
+        return self.cluster_queue is not None
+
+    def total_requests(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for ps in self.pod_sets:
+            for r, v in ps.requests.items():
+                out[r] = out.get(r, 0) + v
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Workload {self.key} p={self.priority}>"
+
+
+def _usage_of(adm: api.Admission) -> dict[FR, int]:
+    usage: dict[FR, int] = {}
+    for psa in adm.pod_set_assignments:
+        for res, q in psa.resource_usage.items():
+            flavor = psa.flavors.get(res, "")
+            fr = (flavor, res)
+            usage[fr] = usage.get(fr, 0) + parse(q)
+    return usage
+
+
+def _flavors_of(adm: api.Admission) -> dict[str, dict[str, str]]:
+    return {psa.name: dict(psa.flavors) for psa in adm.pod_set_assignments}
+
+
+def _reserved_time(obj: api.Workload) -> float:
+    for c in obj.status.conditions:
+        if c.type == "QuotaReserved" and c.status == "True":
+            return timestamp(c.last_transition_time)
+    return 0.0

@@ -1,0 +1,186 @@
+"""The accepted API objects, as a validating webhook plus informer cache would hold them.
+
+``World.apply(manifest)`` is the single door for every object, from a file
+(``simulate``) or from a watch (the daemon): it validates (Kueue's rules in
+``kueued.model.validation``, Koordinator's in ``kueued.model.elastic_validation``),
+decodes into ``kueued.model.api`` Structs and stores the object, or records why it was
+refused.  A refused update leaves the earlier accepted version in force; one bad
+object never stops the others.  The result says what changed, so the engine knows
+whether the quota forest must be rebuilt or only a workload queued.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+from kueued.errors import FieldError
+from kueued.model import api
+from kueued.scheduling.workload import WorkloadInfo
+
+__all__ = ["World", "Change", "Settings"]
+
+
+class Change(enum.Enum):
+    NONE = "none"
+    REJECTED = "rejected"
+    TOPOLOGY = "topology"      # flavors, cohorts, cluster queues, configuration
+    ROUTING = "routing"        # local queues, namespaces, priority classes
+    WORKLOAD = "workload"
+    ELASTIC = "elastic"        # ElasticQuota groups, Nodes
+
+
+class Settings(msgspec.Struct, kw_only=True):
+    """What Kueue's Configuration switches on."""
+
+    fair_sharing: bool = False
+    preemption_strategies: list[str] = msgspec.field(
+        default_factory=lambda: ["LessThanOrEqualToFinalShare", "LessThanInitialShare"])
+    admission_fair_sharing: api.AdmissionFairSharingConfig | None = None
+    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)
+
+
+def _validate(manifest: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    try:
+        from kueued.model.validation import validate_object
+    except ImportError:  # pragma: no cover - only while the validation package is being written
+        return []
+    return validate_object(manifest, old=old)
+
+
+class World:
+    def __init__(self) -> None:
+        self.raw: dict[str, dict[str, Any]] = {}
+        self.rejected: dict[str, str] = {}
+        self.settings = Settings()
+        self.flavors: dict[str, api.ResourceFlavor] = {}
+        self.cohorts: dict[str, api.Cohort] = {}
+        self.cluster_queues: dict[str, api.ClusterQueue] = {}
+        self.local_queues: dict[str, api.LocalQueue] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.workloads: dict[str, WorkloadInfo] = {}
+        self.elastic_quotas: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+
+    # --- the door ----------------------------------------------------------------------------
+    def apply(self, manifest: dict[str, Any]) -> tuple[Change, str]:
+        """Validate and store one manifest; returns what changed and the object's key."""
+        key = api.object_key(manifest)
+        kind = manifest.get("kind")
+        old = self.raw.get(key)
+        if kind == "ElasticQuota":
+            errors = self._validate_elastic(manifest, old)
+        elif kind in api.KINDS:
+            errors = _validate(manifest, old)
+        else:
+            return Change.NONE, key
+        obj = None
+        if not errors and kind in api.KINDS:
+            try:
+                obj = api.decode(manifest)
+            except msgspec.ValidationError as exc:
+                errors = [FieldError("", str(exc))]
+        if errors:
+            self.rejected[key] = "; ".join(str(e) for e in errors)
+            return Change.REJECTED, key
+        self.raw[key] = manifest
+        return self._store(kind, key, manifest, obj), key
+
+    def delete(self, manifest: dict[str, Any]) -> tuple[Change, str]:
+        key = api.object_key(manifest)
+        kind = manifest.get("kind")
+        name = (manifest.get("metadata") or {}).get("name", "")
+        self.raw.pop(key, None)
+        table: dict[str, Any] = {"ResourceFlavor": self.flavors, "Cohort": self.cohorts,
+                                 "ClusterQueue": self.cluster_queues}
+        if kind in table:
+            table[kind].pop(name, None)
+            return Change.TOPOLOGY, key
+        if kind == "Workload":
+            self.workloads.pop(key.split("/", 1)[1], None)
+            return Change.WORKLOAD, key
+        if kind == "LocalQueue":
+            self.local_queues.pop(key.split("/", 1)[1], None)
+            return Change.ROUTING, key
+        return Change.NONE, key
+
+    def _validate_elastic(self, manifest: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        from kueued.model.elastic_validation import validate_elastic_quota
+        quotas = {((q.get("metadata") or {}).get("name", "")): q for q in self.elastic_quotas.values()}
+        workloads = [self.raw[k] for k in self.raw if k.startswith("Workload/")]
+        return validate_elastic_quota(manifest, old=old, quotas=quotas, workloads=workloads)
+
+    def _store(self, kind: str, key: str, manifest: dict[str, Any], obj: Any) -> Change:
+        if kind == "ElasticQuota":
+            self.elastic_quotas[key] = manifest
+            return Change.ELASTIC
+        if kind == "Node":
+            self.nodes[key] = manifest
+            return Change.ELASTIC
+        name = obj.metadata.name
+        if kind == "ResourceFlavor":
+            self.flavors[name] = obj
+            return Change.TOPOLOGY
+        if kind == "Cohort":
+            self.cohorts[name] = obj
+            return Change.TOPOLOGY
+        if kind == "ClusterQueue":
+            self.cluster_queues[name] = obj
+            return Change.TOPOLOGY
+        if kind == "Configuration":
+            self._configure(obj)
+            return Change.TOPOLOGY
+        if kind == "LocalQueue":
+            self.local_queues[f"{obj.metadata.namespace}/{name}"] = obj
+            return Change.ROUTING
+        if kind == "Namespace":
+            self.namespaces[name] = dict(obj.metadata.labels)
+            return Change.ROUTING
+        if kind == "WorkloadPriorityClass":
+            self.priority_classes[name] = obj.value
+            return Change.ROUTING
+        if kind == "Workload":
+            wl = WorkloadInfo(obj, priority=self.priority_of(obj))
+            prev = self.workloads.get(wl.key)
+            if prev is not None:
+                wl.evictions = prev.evictions
+            self.workloads[wl.key] = wl
+            return Change.WORKLOAD
+        return Change.NONE
+
+    def _configure(self, cfg: api.Configuration) -> None:
+        s = Settings()
+        if cfg.fair_sharing is not None and cfg.fair_sharing.enable:
+            s.fair_sharing = True
+            if cfg.fair_sharing.preemption_strategies:
+                s.preemption_strategies = list(cfg.fair_sharing.preemption_strategies)
+        s.admission_fair_sharing = cfg.admission_fair_sharing
+        s.feature_gates = dict(cfg.feature_gates)
+        self.settings = s
+
+    # --- derived ----------------------------------------------------------------------------
+    def priority_of(self, wl: api.Workload) -> int:
+        if wl.spec.priority is not None:
+            return wl.spec.priority
+        ref = wl.spec.priority_class_ref
+        if ref is not None and ref.name in self.priority_classes:
+            return self.priority_classes[ref.name]
+        return 0
+
+    def route(self, wl: WorkloadInfo) -> tuple[str | None, str]:
+        """The ClusterQueue a pending workload queues in, or why it has none."""
+        if wl.obj.metadata.labels.get("quota.scheduling.koordinator.sh/name") or \
+                wl.obj.metadata.labels.get("quota.scheduling.koordinator.sh/quota-name"):
+            if self.elastic_quotas:
+                return None, "elastic"
+        if not wl.queue_name:
+            return None, "workload has no spec.queueName"
+        lq = self.local_queues.get(wl.local_queue)
+        if lq is None:
+            return None, f"LocalQueue {wl.queue_name} doesn't exist in namespace {wl.namespace}"
+        if lq.spec.cluster_queue not in self.cluster_queues:
+            return None, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist"
+        return lq.spec.cluster_queue, ""
