@@ -1,0 +1,80 @@
+"""Kueue's admission rules, applied to raw manifests before anything else sees them.
+
+Why this exists
+---------------
+In a real cluster three gates stand between ``kubectl apply`` and Kueue's controllers:
+the API server's generic checks (object names, labels), the CRD's OpenAPI schema with its
+kubebuilder markers and CEL rules (enums, ``MaxItems``, patterns, transition rules such as
+"``spec.clusterQueue`` is immutable"), and Kueue's validating webhooks
+(``pkg/webhooks/*_webhook.go``).  Kueue's manager Configuration has a fourth,
+``pkg/config/validation.go``, run once at start-up.  kueued has none of that machinery, so
+this package reproduces the rules: an object refused here takes no part in scheduling, and
+a refused update leaves the previously accepted version in force.
+
+How data flows
+--------------
+:func:`validate_object` receives one manifest exactly as ``yaml.safe_load`` produced it,
+plus ``old``, the last *accepted* version of the same object when this is an update.  It
+dispatches on (apiVersion, kind) to one module per kind; each returns a list of
+:class:`~kueued.errors.FieldError` with Kubernetes-style paths
+(``spec.resourceGroups[0].flavors[1].resources[0].lendingLimit``) and the reason a user of
+Kueue would read.  ``[]`` means accepted.  Kinds that Kueue does not validate (Nodes,
+Koordinator's ElasticQuota, anything unknown) yield ``[]``: someone else owns them.
+
+The walk is over raw dicts, not decoded Structs, on purpose: a schema error (``count:
+"three"``, ``nominalQuota: ten``) must be *reported* with its path, not crash a decoder,
+and defaults matter to the rules (CEL runs after defaulting), so each rule reads fields
+with their Kueue defaults in mind.  References to other objects (a missing cohort, flavor
+or LocalQueue) are never errors here: Kueue resolves them later, at scheduling time.
+
+Modules: :mod:`.fields` (error wording, typed reads), :mod:`.names` (name, label,
+selector and quantity grammars), :mod:`.meta` (metadata, Namespace), then one module per
+kind: :mod:`.clusterqueue` (ClusterQueue and Cohort), :mod:`.localqueue`,
+:mod:`.resourceflavor`, :mod:`.workload`, :mod:`.priorityclass`, :mod:`.configuration`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kueued.errors import FieldError
+
+from .clusterqueue import validate_cluster_queue, validate_cohort
+from .configuration import validate_configuration
+from .localqueue import validate_local_queue
+from .meta import validate_namespace
+from .priorityclass import validate_workload_priority_class
+from .resourceflavor import validate_resource_flavor
+from .workload import validate_workload
+
+__all__ = ["validate_object", "KUEUE_GROUP", "CONFIG_GROUP"]
+
+KUEUE_GROUP = "kueue.x-k8s.io/v1beta2"
+CONFIG_GROUP = "config.kueue.x-k8s.io/v1beta2"
+
+Validator = Callable[[dict[str, Any], dict[str, Any] | None], list[FieldError]]
+
+_VALIDATORS: dict[tuple[str, str], Validator] = {
+    (KUEUE_GROUP, "ResourceFlavor"): validate_resource_flavor,
+    (KUEUE_GROUP, "Cohort"): validate_cohort,
+    (KUEUE_GROUP, "ClusterQueue"): validate_cluster_queue,
+    (KUEUE_GROUP, "LocalQueue"): validate_local_queue,
+    (KUEUE_GROUP, "Workload"): validate_workload,
+    (KUEUE_GROUP, "WorkloadPriorityClass"): validate_workload_priority_class,
+    (CONFIG_GROUP, "Configuration"): validate_configuration,
+    ("v1", "Namespace"): validate_namespace,
+}
+
+
+def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None) -> list[FieldError]:
+    """Every reason Kueue (or the API server in front of it) would refuse ``obj``; [] if none.
+
+    ``old`` is the previously accepted version of the same object for an update, else None.
+    """
+    if not isinstance(obj, dict):
+        return [FieldError(path="", reason="Invalid value: a manifest must be a mapping")]
+    validator = _VALIDATORS.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+    if validator is None:
+        return []
+    return validator(obj, old if isinstance(old, dict) else None)

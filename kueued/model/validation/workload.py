@@ -1,0 +1,321 @@
+"""Workload: pod sets, queue and priority references, and what freezes once quota is held.
+
+On create, three layers speak (``apis/kueue/v1beta2/workload_types.go`` and
+``pkg/webhooks/workload_webhook.go``):
+
+- schema: 1..18 pod sets, a list-map keyed by ``name`` (default ``main``, a DNS label),
+  ``count >= 0`` (default 1), ``minCount >= 1``, queue/priority-class names as object
+  names, ``maximumExecutionTimeSeconds >= 1``, quantities in the int-or-string pattern;
+- CEL: ``minCount <= count``; a ``priorityClassRef`` needs ``priority`` and a matching
+  group/kind pair; a workload holding quota has one assignment per pod set;
+- webhook: at most one pod set uses ``minCount``; no container (or pod-level resources)
+  may request or limit the ``pods`` resource, which Kueue counts itself, nor a negative
+  amount (``WorkloadValidateResourcesAreNonNegative``, on by default); assignments name
+  real pod sets and their usage divides evenly by their pod count; reclaimable pods name
+  real pod sets and never exceed their count.
+
+On update the previous accepted version matters.  While the old version holds a quota
+reservation (condition ``QuotaReserved=True``) its pod sets are frozen except that a
+count may shrink (``ElasticJobsViaWorkloadSlices``), and while both versions hold it the
+queue name, the priority-class reference and reclaimable counts may not go back.  An
+admission, once set, can be cleared but not edited.  Quantities compare by value, so
+``"1000m"`` re-applied as ``"1"`` is no change.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from kueued.errors import FieldError
+
+from .fields import Errors, boolean, child, enum, index, integer, key, mapping, sequence, string
+from .meta import check_metadata
+from .names import DNS1123_LABEL, exact, quantity, reference
+
+__all__ = ["validate_workload", "has_condition"]
+
+MAX_POD_SETS = 18
+_PRIORITY_GROUPS = ("kueue.x-k8s.io", "scheduling.k8s.io")
+_PRIORITY_KINDS = ("WorkloadPriorityClass", "PriorityClass")
+_RESERVED = "while workload quota reserved"
+
+
+def has_condition(obj: dict[str, Any] | None, kind: str) -> bool:
+    """Whether ``status.conditions`` holds ``kind`` with status True (tolerant of bad shapes)."""
+    status = obj.get("status") if isinstance(obj, dict) else None
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    errs = Errors()
+    check_metadata(errs, obj, namespaced=True)
+    spec = mapping(errs, obj.get("spec"), "spec")
+    counts = _pod_sets(errs, spec.get("podSets"), "spec.podSets")
+    reference(errs, spec.get("queueName"), "spec.queueName")
+    _priority(errs, spec)
+    boolean(errs, spec.get("active"), "spec.active")
+    integer(errs, spec.get("maximumExecutionTimeSeconds"), "spec.maximumExecutionTimeSeconds", minimum=1)
+    status = mapping(errs, obj.get("status"), "status")
+    _conditions(errs, status.get("conditions"), "status.conditions")
+    if has_condition(obj, "QuotaReserved") and status.get("admission") is not None:
+        _admission(errs, status.get("admission"), "status.admission", counts)
+    _reclaimable_pods(errs, status.get("reclaimablePods"), "status.reclaimablePods", counts)
+    if old is not None:
+        _update(errs, obj, old)
+    return errs.items
+
+
+# ---- spec ---------------------------------------------------------------------------------
+
+def _pod_sets(errs: Errors, value: object, path: str) -> dict[str, int]:
+    """Check the pod sets; return their counts by (defaulted) name for the status checks."""
+    if value is None:
+        errs.required(path, "at least one podSet is required")
+    counts: dict[str, int] = {}
+    with_min_count = 0
+    for i, raw in enumerate(sequence(errs, value, path, max_items=MAX_POD_SETS, min_items=1)):
+        p = index(path, i)
+        ps = mapping(errs, raw, p)
+        name = ps.get("name", "main")
+        if reference(errs, name, child(p, "name"), max_length=63, pattern=DNS1123_LABEL) is not None:
+            if name in counts:
+                errs.duplicate(p, {"name": name})
+        count = integer(errs, ps.get("count"), child(p, "count"), minimum=0)
+        count = 1 if ps.get("count") is None else count
+        if isinstance(name, str) and count is not None:
+            counts.setdefault(name, count)
+        min_count = integer(errs, ps.get("minCount"), child(p, "minCount"), minimum=1)
+        if ps.get("minCount") is not None:
+            with_min_count += 1
+            if min_count is not None and count is not None and min_count > count:
+                errs.invalid(p, ps, "minCount should be positive and less or equal to count")
+        if ps.get("template") is None:
+            errs.required(child(p, "template"))
+        _template(errs, ps.get("template"), child(p, "template"))
+    if with_min_count > 1:
+        errs.invalid(path, with_min_count, "at most one podSet can use minCount")
+    return counts
+
+
+def _template(errs: Errors, value: object, path: str) -> None:
+    template = mapping(errs, value, path)
+    spec_path = child(path, "spec")
+    if template.get("spec") is None:
+        return
+    pod = mapping(errs, template.get("spec"), spec_path)
+    if pod.get("containers") is None:
+        errs.required(child(spec_path, "containers"))
+    for field in ("initContainers", "containers"):
+        list_path = child(spec_path, field)
+        for i, raw in enumerate(sequence(errs, pod.get(field), list_path)):
+            p = index(list_path, i)
+            container = mapping(errs, raw, p)
+            if container.get("name") is None:
+                errs.required(child(p, "name"))
+            string(errs, container.get("name"), child(p, "name"))
+            _resources(errs, container.get("resources"), child(p, "resources"))
+    _resources(errs, pod.get("resources"), child(spec_path, "resources"))
+
+
+def _resources(errs: Errors, value: object, path: str) -> None:
+    resources = mapping(errs, value, path)
+    for field in ("requests", "limits"):
+        list_path = child(path, field)
+        for name, amount in mapping(errs, resources.get(field), list_path).items():
+            p = key(list_path, str(name))
+            if name == "pods":
+                errs.invalid(p, "pods", "the key is reserved for internal kueue use")
+            quantity(errs, amount, p, non_negative=True)
+
+
+def _priority(errs: Errors, spec: dict[str, Any]) -> None:
+    integer(errs, spec.get("priority"), "spec.priority")
+    if spec.get("priorityClassRef") is None:
+        return
+    path = "spec.priorityClassRef"
+    ref = mapping(errs, spec.get("priorityClassRef"), path)
+    for field, allowed in (("group", _PRIORITY_GROUPS), ("kind", _PRIORITY_KINDS)):
+        if ref.get(field) is None:
+            errs.required(child(path, field))
+        enum(errs, ref.get(field), child(path, field), allowed)
+    if ref.get("name") is None:
+        errs.required(child(path, "name"))
+    reference(errs, ref.get("name"), child(path, "name"))
+    group, kind = ref.get("group"), ref.get("kind")
+    if group == "scheduling.k8s.io" and kind != "PriorityClass":
+        errs.invalid(path, ref, "only the PriorityClass kind is allowed for the scheduling.k8s.io group")
+    if group == "kueue.x-k8s.io" and kind != "WorkloadPriorityClass":
+        errs.invalid(path, ref, "only the WorkloadPriorityClass kind is allowed for the kueue.x-k8s.io group")
+    if spec.get("priority") is None:
+        errs.invalid("spec", spec, "priority should not be nil when priorityClassRef is set")
+
+
+# ---- status -------------------------------------------------------------------------------
+
+def _conditions(errs: Errors, value: object, path: str) -> None:
+    seen: set[str] = set()
+    for i, raw in enumerate(sequence(errs, value, path, max_items=16)):
+        p = index(path, i)
+        cond = mapping(errs, raw, p)
+        kind = string(errs, cond.get("type"), child(p, "type"))
+        if cond.get("type") is None:
+            errs.required(child(p, "type"))
+        elif kind is not None:
+            if kind in seen:
+                errs.duplicate(p, {"type": kind})
+            seen.add(kind)
+        enum(errs, cond.get("status"), child(p, "status"), ("True", "False", "Unknown"))
+
+
+def _admission(errs: Errors, value: object, path: str, counts: dict[str, int]) -> None:
+    admission = mapping(errs, value, path)
+    reference(errs, admission.get("clusterQueue"), child(path, "clusterQueue"))
+    psa_path = child(path, "podSetAssignments")
+    assignments = sequence(errs, admission.get("podSetAssignments"), psa_path, max_items=MAX_POD_SETS)
+    if len(assignments) != len(counts):
+        errs.invalid(psa_path, len(assignments), "podSetAssignments must have the same number of "
+                     f"podSets as the spec ({len(assignments)} != {len(counts)})")
+    seen: set[str] = set()
+    for i, raw in enumerate(assignments):
+        p = index(psa_path, i)
+        psa = mapping(errs, raw, p)
+        name = psa.get("name", "main")
+        if reference(errs, name, child(p, "name"), max_length=63, pattern=DNS1123_LABEL) is not None:
+            if name not in counts:
+                errs.not_found(child(p, "name"), name)
+            if name in seen:
+                errs.duplicate(p, {"name": name})
+            seen.add(name)
+        for resource, flavor in mapping(errs, psa.get("flavors"), child(p, "flavors")).items():
+            reference(errs, flavor, key(child(p, "flavors"), str(resource)))
+        count = integer(errs, psa.get("count"), child(p, "count"), minimum=0)
+        usage_path = child(p, "resourceUsage")
+        for resource, amount in mapping(errs, psa.get("resourceUsage"), usage_path).items():
+            q = quantity(errs, amount, key(usage_path, str(resource)))
+            if q is None or not count:
+                continue
+            # Kueue's resources.ResourceValue: cpu in milli-units, the rest in units, rounded up.
+            whole = math.ceil(q * 1000) if resource == "cpu" else math.ceil(q)
+            if whole % count:
+                errs.invalid(key(usage_path, str(resource)), amount, f"is not a multiple of {count}")
+
+
+def _reclaimable_pods(errs: Errors, value: object, path: str, counts: dict[str, int]) -> None:
+    for i, raw in enumerate(sequence(errs, value, path, max_items=MAX_POD_SETS)):
+        rp = mapping(errs, raw, index(path, i))
+        name = string(errs, rp.get("name"), child(index(path, i), "name"))
+        if name is None:
+            errs.required(child(index(path, i), "name"))
+            continue
+        count = integer(errs, rp.get("count"), child(key(path, name), "count"), minimum=0)
+        if name not in counts:
+            errs.not_supported(child(key(path, name), "name"), name, sorted(counts))
+        elif count is not None and count > counts[name]:
+            errs.invalid(child(key(path, name), "count"), count, f"should be less or equal to {counts[name]}")
+
+
+# ---- update -------------------------------------------------------------------------------
+
+def _update(errs: Errors, new: dict[str, Any], old: dict[str, Any]) -> None:
+    new_spec, old_spec = _dict(new.get("spec")), _dict(old.get("spec"))
+    old_reserved, new_reserved = has_condition(old, "QuotaReserved"), has_condition(new, "QuotaReserved")
+    if old_reserved:
+        _frozen_pod_sets(errs, new_spec.get("podSets"), old_spec.get("podSets"), "spec.podSets")
+        _frozen_priority_class(errs, new_spec.get("priorityClassRef"), old_spec.get("priorityClassRef"))
+    if old_reserved and new_reserved:
+        before, after = old_spec.get("queueName"), new_spec.get("queueName")
+        if before is not None and after is not None and before != after:
+            errs.invalid("spec.queueName", after, f"queueName is immutable {_RESERVED} (was \"{before}\")")
+        _reclaimable_not_decreasing(errs, _dict(new.get("status")).get("reclaimablePods"),
+                                    _dict(old.get("status")).get("reclaimablePods"))
+    if has_condition(old, "Admitted") and has_condition(new, "Admitted"):
+        before = old_spec.get("maximumExecutionTimeSeconds") or 0
+        after = new_spec.get("maximumExecutionTimeSeconds") or 0
+        if before != after:
+            errs.invalid("spec.maximumExecutionTimeSeconds", after,
+                         f"maximumExecutionTimeSeconds is immutable {_RESERVED}")
+    old_admission = _dict(old.get("status")).get("admission")
+    new_admission = _dict(new.get("status")).get("admission")
+    if old_admission is not None and new_admission is not None \
+            and _canonical(new_admission) != _canonical(old_admission):
+        errs.invalid("status.admission", new_admission, "field is immutable")
+
+
+def _frozen_pod_sets(errs: Errors, new: object, old: object, path: str) -> None:
+    new_sets = new if isinstance(new, list) else []
+    old_sets = old if isinstance(old, list) else []
+    if len(new_sets) != len(old_sets):
+        errs.invalid(path, new_sets, "field is immutable")
+        return
+    for i, (after, before) in enumerate(zip(new_sets, old_sets, strict=True)):
+        a, b = _canonical_pod_set(after), _canonical_pod_set(before)
+        if isinstance(a.get("count"), int) and isinstance(b.get("count"), int) and a["count"] < b["count"]:
+            a["count"] = b["count"]  # an elastic job may scale down while it holds quota
+        if a != b:
+            errs.invalid(index(path, i), after, "field is immutable")
+
+
+def _frozen_priority_class(errs: Errors, new: object, old: object) -> None:
+    path = "spec.priorityClassRef"
+    if (new is None) != (old is None):
+        errs.invalid(path, new, f"priorityClassRef is immutable {_RESERVED}")
+        return
+    after, before = _dict(new), _dict(old)
+    for field in ("group", "kind"):
+        if after.get(field) != before.get(field):
+            errs.invalid(child(path, field), after.get(field), f"priorityClassRef.{field} is immutable {_RESERVED}")
+    if (after.get("group"), after.get("kind")) == ("scheduling.k8s.io", "PriorityClass") \
+            and after.get("name") != before.get("name"):
+        errs.invalid(child(path, "name"), after.get("name"), "priorityClassRef.name is immutable for "
+                     f"scheduling.k8s.io/priorityclass {_RESERVED}")
+
+
+def _reclaimable_not_decreasing(errs: Errors, new: object, old: object) -> None:
+    path = "status.reclaimablePods"
+    before = {r.get("name"): r.get("count") for r in old if isinstance(r, dict)} if isinstance(old, list) else {}
+    after = {r.get("name"): r.get("count") for r in new if isinstance(r, dict)} if isinstance(new, list) else {}
+    for name, count in after.items():
+        was = before.get(name)
+        if isinstance(count, int) and isinstance(was, int) and count < was:
+            errs.invalid(child(key(path, str(name)), "count"), count, f"cannot be less then {was}")
+    for name in before:
+        if name not in after:
+            errs.required(key(path, str(name)), "cannot be removed")
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _canonical_pod_set(value: object) -> dict[str, Any]:
+    ps = _canonical(value)
+    if not isinstance(ps, dict):
+        return {"": ps}
+    ps.setdefault("name", "main")
+    ps.setdefault("count", 1)
+    return ps
+
+
+_QUANTITY_MAPS = frozenset({"requests", "limits", "resourceUsage", "overhead"})
+
+
+def _canonical(value: Any, parent: str = "") -> Any:
+    """A deep copy where resource amounts are exact numbers, so "1000m" equals "1"."""
+    if isinstance(value, dict):
+        if parent in _QUANTITY_MAPS:
+            return {k: _amount(v) for k, v in value.items()}
+        return {k: _canonical(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canonical(v, parent) for v in value]
+    return copy.deepcopy(value)
+
+
+def _amount(value: object) -> object:
+    try:
+        return exact(value)
+    except (ValueError, ArithmeticError):
+        return value

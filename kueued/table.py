@@ -1,0 +1,64 @@
+"""The ``simulate`` table: what happened to every workload, and why, for people.
+
+One row per workload (state, ClusterQueue, flavors, preemptions, the reason a pending
+one waits), then one row per eviction (who preempted whom, under which policy), then
+ElasticQuota groups' runtime quota when there are any, then refused objects with the
+field and reason.  Rendered with rich; plain text when stdout is not a terminal.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from kueued.simulate import Report
+
+_POLICY = {
+    "InClusterQueue": "withinClusterQueue",
+    "InCohortReclamation": "reclaimWithinCohort",
+    "InCohortReclaimWhileBorrowing": "borrowWithinCohort",
+    "InCohortFairSharing": "fair sharing",
+}
+
+
+def render(report: Report, console: Console | None = None) -> None:
+    console = console or Console(width=160)
+    wl = Table(title="Workloads", show_lines=False)
+    for col in ("workload", "state", "cluster queue", "flavors", "preempted", "why"):
+        wl.add_column(col, overflow="fold")
+    for key, r in report.workloads.items():
+        flavors = "; ".join(f"{ps}: " + ", ".join(f"{res}={fl}" for res, fl in m.items())
+                            for ps, m in (r.flavors or {}).items())
+        style = "green" if r.state == "admitted" else "yellow"
+        wl.add_row(key, f"[{style}]{r.state}[/]", r.cluster_queue or "", flavors,
+                   str(r.preemptions or ""), r.reason or "")
+    console.print(wl)
+    if report.evictions:
+        ev = Table(title="Evictions")
+        for col in ("victim", "preempted by", "policy", "reason"):
+            ev.add_column(col)
+        for e in report.evictions:
+            ev.add_row(e["workload"], e["by"], _POLICY.get(e["reason"], e["reason"]), e["reason"])
+        console.print(ev)
+    if report.quota_groups:
+        qg = Table(title="Elastic quota groups")
+        for col in ("group", "request", "runtime"):
+            qg.add_column(col)
+        for name, g in report.quota_groups.items():
+            qg.add_row(name, _fmt(g.get("request", {})), _fmt(g.get("runtime", {})))
+        console.print(qg)
+    if report.rejected:
+        rj = Table(title="Rejected objects")
+        rj.add_column("object")
+        rj.add_column("field: reason", overflow="fold")
+        for key, why in report.rejected.items():
+            rj.add_row(key, why)
+        console.print(rj)
+    admitted = sum(1 for r in report.workloads.values() if r.state == "admitted")
+    console.print(f"{admitted} admitted, {len(report.workloads) - admitted} pending, "
+                  f"{len(report.evictions)} evictions, {len(report.rejected)} rejected, "
+                  f"quiescent after {report.cycles} cycles")
+
+
+def _fmt(amounts: dict[str, str]) -> str:
+    return ", ".join(f"{r}={v}" for r, v in amounts.items())
