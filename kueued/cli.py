@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Hierarchical quota scheduler for Kubernetes batch workloads: Kueue's cohorts, "
                     "ClusterQueues and preemption, and Koordinator's elastic quota.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--log-level", default="WARNING", help="structlog level on stderr (default WARNING)")
+    ap.add_argument("--log-format", choices=["console", "json"], default="console")
     sub = ap.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="run manifests to quiescence in memory and report decisions",
                          description="Apply the manifests (or conformance scenarios) in order, schedule until "
@@ -42,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from kueued.logging import configure
+    configure(level=args.log_level, json=args.log_format == "json")
     try:
         if args.command == "simulate":
             return _simulate(args)
@@ -56,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     from kueued.simulate import load_manifests, simulate
     manifests = load_manifests(args.files)
-    report = simulate(manifests, engine_kind=args.engine)
+    if args.engine == "actors":
+        from actors.simulation import run_actors
+        report = simulate(manifests, runner=run_actors)
+    else:
+        report = simulate(manifests)
     if args.output == "json":
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:

@@ -10,7 +10,7 @@ for ElasticQuota trees, each group's runtime quota.  The JSON shape is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +61,18 @@ def load_manifests(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
-def simulate(manifests: list[dict[str, Any]], *, engine_kind: str = "actors") -> Report:
+Runner = Callable[[World], "Report"]
+
+
+def simulate(manifests: list[dict[str, Any]], *, runner: Runner | None = None) -> Report:
+    """Apply the manifests and run them to quiescence with ``runner`` (default: the pure core)."""
     world = World()
     for m in manifests:
         world.apply(m)
-    from kueued.scheduling.run import run_sync
-    return run_sync(world)
+    if runner is None:
+        from kueued.scheduling.run import run_sync
+        runner = run_sync
+    return runner(world)
 
 
 def report_from(world: World, *, reasons: dict[str, str], unrouted: dict[str, str],

@@ -180,3 +180,16 @@ def violations(nodes: Iterable[QuotaNode]) -> list[tuple[QuotaNode, FR, int, int
             if used > allowed:
                 out.append((node, fr, used, allowed))
     return out
+
+
+def parent_share(node: QuotaNode, fr: FR, usage: int) -> int:
+    """What a node with this usage holds in its parent: ``max(0, usage - local_quota)``."""
+    return max(0, usage - local_quota(node, fr))
+
+
+def allowed(node: QuotaNode, fr: FR, *, has_parent: bool) -> int | None:
+    """The most usage ``node`` may hold, or None when only its ancestors bound it."""
+    if not has_parent:
+        return node.subtree.get(fr, 0)
+    bl = node.limit(fr).borrowing_limit
+    return None if bl is None else node.subtree.get(fr, 0) + bl

@@ -51,7 +51,8 @@ class Target:
 class Preemptor(Protocol):
     """What the cycle needs from preemption (``kueued.scheduling.preemption``)."""
 
-    def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: tuple[str, str], value: int) -> Mode: ...
+    def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: tuple[str, str],
+               value: int) -> Mode | tuple[Mode, int]: ...
 
     def get_targets(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
                     assignment: Assignment) -> list[Target]: ...
@@ -162,7 +163,9 @@ def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], pre
             e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
             e.message = "preemption targets overlap with another workload's"
         return
-    with snapshot.without(victims.values()):
+    # Kueue's ``fits``: this cycle's victims and the entry's own targets are gone.
+    gone = {**victims, **{t.workload.key: t.workload for t in e.targets}}
+    with snapshot.without(gone.values()):
         fits = cq.fits(e.assignment.usage)
     if not fits:
         e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION

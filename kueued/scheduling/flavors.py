@@ -50,7 +50,9 @@ class Mode(enum.IntEnum):
         return self in (Mode.NO_CANDIDATES, Mode.PREEMPT, Mode.RECLAIM)
 
 
-Oracle = Callable[[ClusterQueueSnapshot, WorkloadInfo, FR, int], Mode]
+Oracle = Callable[[ClusterQueueSnapshot, WorkloadInfo, FR, int], "Mode | tuple[Mode, int]"]
+"""Kueue's ``SimulatePreemption``: the mode, optionally with the borrowing level the
+workload would have once the victims are gone (``borrowAfterPreemptions``)."""
 
 
 class ResourceChoice:
@@ -206,7 +208,10 @@ def fits_resource_quota(cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, valu
     why = (f"insufficient unused quota for {res} in flavor {flavor}, "
            f"{_q(value - avail, res)} more needed")
     if value <= cq.nominal(fr) or may_reclaim or _can_preempt_while_borrowing(cq):
-        return oracle(cq, wl, fr, value), borrow, why
+        outcome = oracle(cq, wl, fr, value)
+        if isinstance(outcome, tuple):
+            return outcome[0], outcome[1], why
+        return outcome, borrow, why
     return Mode.NO_FIT, borrow, why
 
 

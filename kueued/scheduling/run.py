@@ -51,11 +51,11 @@ def run_sync(world: World):  # -> Report
     engine.run()
     report = report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
                          cycles=engine.cycles)
-    _merge_elastic(world, report)
+    merge_elastic(world, report)
     return report
 
 
-def _merge_elastic(world: World, report) -> None:
+def merge_elastic(world: World, report) -> None:
     if not world.elastic_quotas:
         return
     try:

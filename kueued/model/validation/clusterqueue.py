@@ -136,7 +136,8 @@ def _resource_groups(errs: Errors, value: object, path: str, *, has_parent: bool
                 sizes_match = False
             _flavor_quotas(errs, fq, covered, fq_path, has_parent=has_parent, is_cohort=is_cohort)
         if not sizes_match and rg.get("coveredResources") is not None:
-            errs.invalid(rg_path, rg, "flavors must have the same number of resources as the coveredResources")
+            errs.invalid(rg_path, rg,
+                         "flavors must have the same number of resources as the coveredResources")
 
 
 def _flavor_quotas(errs: Errors, fq: dict[str, Any], covered: list[str], path: str, *,

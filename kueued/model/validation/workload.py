@@ -55,6 +55,7 @@ def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[F
     check_metadata(errs, obj, namespaced=True)
     spec = mapping(errs, obj.get("spec"), "spec")
     counts = _pod_sets(errs, spec.get("podSets"), "spec.podSets")
+    n_pod_sets = len(spec["podSets"]) if isinstance(spec.get("podSets"), list) else 0
     reference(errs, spec.get("queueName"), "spec.queueName")
     _priority(errs, spec)
     boolean(errs, spec.get("active"), "spec.active")
@@ -62,7 +63,7 @@ def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[F
     status = mapping(errs, obj.get("status"), "status")
     _conditions(errs, status.get("conditions"), "status.conditions")
     if has_condition(obj, "QuotaReserved") and status.get("admission") is not None:
-        _admission(errs, status.get("admission"), "status.admission", counts)
+        _admission(errs, status.get("admission"), "status.admission", counts, n_pod_sets)
     _reclaimable_pods(errs, status.get("reclaimablePods"), "status.reclaimablePods", counts)
     if old is not None:
         _update(errs, obj, old)
@@ -93,12 +94,26 @@ def _pod_sets(errs: Errors, value: object, path: str) -> dict[str, int]:
             with_min_count += 1
             if min_count is not None and count is not None and min_count > count:
                 errs.invalid(p, ps, "minCount should be positive and less or equal to count")
+        _topology_request(errs, ps.get("topologyRequest"), child(p, "topologyRequest"))
         if ps.get("template") is None:
             errs.required(child(p, "template"))
         _template(errs, ps.get("template"), child(p, "template"))
     if with_min_count > 1:
         errs.invalid(path, with_min_count, "at most one podSet can use minCount")
     return counts
+
+
+_TOPOLOGY_STRINGS = {"required": 63, "preferred": 63, "podSetSliceRequiredTopology": 63,
+                     "podIndexLabel": 317, "subGroupIndexLabel": 317, "podSetGroupName": 256}
+
+
+def _topology_request(errs: Errors, value: object, path: str) -> None:
+    request = mapping(errs, value, path)
+    for field, limit in _TOPOLOGY_STRINGS.items():
+        string(errs, request.get(field), child(path, field), max_length=limit)
+    boolean(errs, request.get("unconstrained"), child(path, "unconstrained"))
+    for field in ("subGroupCount", "podSetSliceSize"):
+        integer(errs, request.get(field), child(path, field))
 
 
 def _template(errs: Errors, value: object, path: str) -> None:
@@ -171,14 +186,14 @@ def _conditions(errs: Errors, value: object, path: str) -> None:
         enum(errs, cond.get("status"), child(p, "status"), ("True", "False", "Unknown"))
 
 
-def _admission(errs: Errors, value: object, path: str, counts: dict[str, int]) -> None:
+def _admission(errs: Errors, value: object, path: str, counts: dict[str, int], n_pod_sets: int) -> None:
     admission = mapping(errs, value, path)
     reference(errs, admission.get("clusterQueue"), child(path, "clusterQueue"))
     psa_path = child(path, "podSetAssignments")
     assignments = sequence(errs, admission.get("podSetAssignments"), psa_path, max_items=MAX_POD_SETS)
-    if len(assignments) != len(counts):
+    if len(assignments) != n_pod_sets:
         errs.invalid(psa_path, len(assignments), "podSetAssignments must have the same number of "
-                     f"podSets as the spec ({len(assignments)} != {len(counts)})")
+                     f"podSets as the spec ({len(assignments)} != {n_pod_sets})")
     seen: set[str] = set()
     for i, raw in enumerate(assignments):
         p = index(psa_path, i)
@@ -267,7 +282,8 @@ def _frozen_priority_class(errs: Errors, new: object, old: object) -> None:
     after, before = _dict(new), _dict(old)
     for field in ("group", "kind"):
         if after.get(field) != before.get(field):
-            errs.invalid(child(path, field), after.get(field), f"priorityClassRef.{field} is immutable {_RESERVED}")
+            errs.invalid(child(path, field), after.get(field),
+                         f"priorityClassRef.{field} is immutable {_RESERVED}")
     if (after.get("group"), after.get("kind")) == ("scheduling.k8s.io", "PriorityClass") \
             and after.get("name") != before.get("name"):
         errs.invalid(child(path, "name"), after.get("name"), "priorityClassRef.name is immutable for "
@@ -276,8 +292,7 @@ def _frozen_priority_class(errs: Errors, new: object, old: object) -> None:
 
 def _reclaimable_not_decreasing(errs: Errors, new: object, old: object) -> None:
     path = "status.reclaimablePods"
-    before = {r.get("name"): r.get("count") for r in old if isinstance(r, dict)} if isinstance(old, list) else {}
-    after = {r.get("name"): r.get("count") for r in new if isinstance(r, dict)} if isinstance(new, list) else {}
+    before, after = _counts_by_name(old), _counts_by_name(new)
     for name, count in after.items():
         was = before.get(name)
         if isinstance(count, int) and isinstance(was, int) and count < was:
@@ -285,6 +300,12 @@ def _reclaimable_not_decreasing(errs: Errors, new: object, old: object) -> None:
     for name in before:
         if name not in after:
             errs.required(key(path, str(name)), "cannot be removed")
+
+
+def _counts_by_name(value: object) -> dict[str, object]:
+    items = value if isinstance(value, list) else []
+    return {r["name"]: r.get("count")
+            for r in items if isinstance(r, dict) and isinstance(r.get("name"), str)}
 
 
 def _dict(value: object) -> dict[str, Any]:

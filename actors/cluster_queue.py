@@ -1,0 +1,79 @@
+"""A ClusterQueue actor: its balance, its heap of pending workloads, its admissions.
+
+State changes are plain methods on :class:`PendingQueue` and the node balance;
+``handle`` only matches messages to them.  An :class:`Admit` reserves up the tree and,
+when granted, holds the workload as admitted (the coordinator then commits it through
+the API port, or sends :class:`Revert`).  An :class:`Evict` releases a victim's quota
+and returns it to the heap with its original queue order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.messages import (
+    Admit, Configure, Enqueue, Evict, Fingerprint, Forget, Granted, NodeReport, PopHead, Recharge,
+    Report, Requeue, RequeueParked, Revert,
+)
+from actors.node import NodeActor
+from kueued.scheduling.queues import PendingQueue
+from kueued.scheduling.workload import WorkloadInfo
+
+__all__ = ["ClusterQueueActor"]
+
+
+class ClusterQueueActor(NodeActor):
+    def __init__(self, name: str, *, strict: bool) -> None:
+        super().__init__(name, is_cohort=False)
+        self.queue = PendingQueue(name, strict=strict)
+        self.admitted: dict[str, WorkloadInfo] = {}
+
+    async def handle(self, msg: Any) -> Any:
+        match msg:
+            case PopHead():
+                return self.queue.pop_head()
+            case Enqueue(workload=wl):
+                self.queue.push(wl)
+                return None
+            case Forget(key=key):
+                return self.queue.remove(key)
+            case Requeue(workload=wl, reason=reason):
+                self.queue.requeue(wl, reason)
+                return wl.key in self.queue.inadmissible
+            case RequeueParked():
+                return self.queue.requeue_inadmissible()
+            case Admit(workload=wl, usage=usage, flavors=flavors, at=at):
+                answer = await self.reserve(wl.key, usage)
+                if isinstance(answer, Granted):
+                    wl.admit(self.name, dict(usage), flavors, at=at)
+                    self.admitted[wl.key] = wl
+                return answer
+            case Revert(key=key):
+                wl = self.admitted.pop(key)
+                await self.release(key, wl.usage)
+                wl.release()
+                self.queue.push(wl)
+                return None
+            case Evict(key=key):
+                wl = self.admitted.pop(key, None)
+                if wl is None:
+                    return False
+                await self.release(key, wl.usage)
+                wl.release()
+                wl.evictions += 1
+                self.queue.push(wl)
+                return True
+            case Report():
+                return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
+            case Configure(limits=limits, subtree=subtree, parent=parent):
+                self.configure(limits, subtree, parent)
+                return None
+            case Recharge():
+                total: dict[tuple[str, str], int] = {}
+                for wl in self.admitted.values():
+                    for fr, v in wl.usage.items():
+                        total[fr] = total.get(fr, 0) + v
+                return await self.reserve("recharge", total, force=True)
+            case Fingerprint():
+                return (self.queue.peek_keys(), tuple(sorted(self.queue.inadmissible)))
+        raise TypeError(f"cluster queue {self.name}: unexpected message {type(msg).__name__}")

@@ -1,0 +1,223 @@
+"""The root coordinator: runs Kueue's cycles over the actors and commits decisions.
+
+It owns the topology (rebuilt from the :class:`World` whenever a Cohort,
+ClusterQueue, flavor or the Configuration changes: actors are started or stopped, each
+is told its limits, subtree quota and parent actor, and ClusterQueues re-charge their
+admitted usage up the tree) and the round clock.  A round:
+
+1. ``PopHead`` from every active ClusterQueue actor;
+2. ``Report`` from every node actor: the cycle-start snapshot is assembled from the
+   balances the actors own (Kueue's snapshot, built from its owners);
+3. the pure :func:`run_cycle` decides;
+4. evictions go first (API port, then ``Evict`` to the victim's ClusterQueue actor,
+   which releases the quota up the tree and requeues it; parked workloads of that tree
+   are requeued); then admissions (``Admit`` reserves up the tree; a grant is committed
+   through the port, a failed commit is ``Revert``-ed; a denial requeues);
+   then every other head is ``Requeue``-d by its queue's rules.
+
+A round that admits, evicts and parks nothing leaves every queue as it was, so the
+next would repeat it: that is quiescence, and since every message of a round is an
+awaited ``ask``, nothing is in flight when it is detected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from actors.cluster_queue import ClusterQueueActor
+from actors.cohort import CohortActor
+from actors.messages import (
+    Admit, Configure, Denied, Enqueue, Evict, NodeReport, PopHead, Recharge, Report, Requeue,
+    RequeueParked, Revert,
+)
+from actors.node import NodeActor
+from kueued.kube.port import ApiPort
+from kueued.scheduling.cycle import Iterate, Preemptor, classical_order, run_cycle
+from kueued.scheduling.forest import build_forest
+from kueued.scheduling.queues import RequeueReason
+from kueued.scheduling.snapshot import Snapshot
+from kueued.world import World
+
+__all__ = ["Coordinator"]
+
+log = structlog.get_logger("kueued.coordinator")
+
+
+class Coordinator:
+    def __init__(self, world: World, port: ApiPort, *,
+                 preemptor: Callable[[Snapshot, World], Preemptor],
+                 iterate: Iterate = classical_order) -> None:
+        self.world = world
+        self.port = port
+        self.make_preemptor = preemptor
+        self.iterate = iterate
+        self.forest = build_forest(cluster_queues={}, cohorts={}, flavors={})
+        self.cluster_queues: dict[str, ClusterQueueActor] = {}
+        self.cohorts: dict[str, CohortActor] = {}
+        self.reasons: dict[str, str] = {}
+        self.unrouted: dict[str, str] = {}
+        self.events: list[tuple[str, str, str, str]] = []
+        self.rounds = 0
+
+    # --- topology ----------------------------------------------------------------------------
+    async def sync_topology(self, tg: TaskGroup) -> None:
+        w = self.world
+        self.forest = build_forest(cluster_queues=w.cluster_queues, cohorts=w.cohorts, flavors=w.flavors,
+                                   fair_sharing=w.settings.fair_sharing)
+        for name, cq in self.forest.cluster_queues.items():
+            strict = cq.spec.queueing_strategy == "StrictFIFO"
+            actor = self.cluster_queues.get(name)
+            if actor is None or actor.queue.strict != strict:
+                fresh = ClusterQueueActor(name, strict=strict)
+                if actor is not None:
+                    for wl in actor.queue.pending():
+                        fresh.queue.push(wl)
+                    fresh.admitted = actor.admitted
+                    actor.stop()
+                await tg.start(fresh.run)
+                self.cluster_queues[name] = fresh
+        for name in self.forest.cohorts:
+            if name not in self.cohorts:
+                actor_c = CohortActor(name)
+                await tg.start(actor_c.run)
+                self.cohorts[name] = actor_c
+        for table, live in ((self.cluster_queues, self.forest.cluster_queues), (self.cohorts, self.forest.cohorts)):
+            for name in [n for n in table if n not in live]:
+                table.pop(name).stop()  # type: ignore[attr-defined]
+        for item in [*self.forest.cluster_queues.values(), *self.forest.cohorts.values()]:
+            node = item.node
+            parent = self.cohorts[node.parent.name] if node.parent is not None else None
+            await self._actor(item.name, node.is_cohort).ask(Configure(node.limits, node.subtree, parent))
+        for actor in self.cluster_queues.values():
+            await actor.ask(Recharge())
+        await self.route_all()
+
+    def _actor(self, name: str, is_cohort: bool) -> NodeActor:
+        return self.cohorts[name] if is_cohort else self.cluster_queues[name]
+
+    async def route_all(self) -> None:
+        self.unrouted.clear()
+        queued = {wl.key for a in self.cluster_queues.values() for wl in a.queue.pending()}
+        for wl in self.world.workloads.values():
+            if wl.admitted:
+                actor = self.cluster_queues.get(wl.cluster_queue or "")
+                if actor is not None and wl.key not in actor.admitted:
+                    actor.admitted[wl.key] = wl
+                    await actor.reserve(wl.key, wl.usage, force=True)
+                continue
+            if wl.key in queued:
+                continue
+            cq, why = self.world.route(wl)
+            if cq is None or cq not in self.cluster_queues:
+                self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
+                continue
+            await self.cluster_queues[cq].ask(Enqueue(wl))
+            snap_cq = self.forest.cluster_queues[cq]
+            if not snap_cq.active:
+                self.reasons[wl.key] = snap_cq.inactive_reason
+
+    # --- rounds ------------------------------------------------------------------------------
+    async def assemble(self) -> Snapshot:
+        snap = self.forest.clone()
+        for name, actor in self.cluster_queues.items():
+            rep: NodeReport = await actor.ask(Report())
+            cq = snap.cluster_queues[name]
+            cq.node.usage = rep.usage
+            cq.workloads = {wl.key: wl for wl in rep.admitted}
+        for name, actor_c in self.cohorts.items():
+            rep = await actor_c.ask(Report())
+            snap.cohorts[name].node.usage = rep.usage
+        return snap
+
+    def now(self) -> float:
+        return 4_000_000_000.0 + self.rounds
+
+    async def round(self) -> bool:
+        """One cycle; returns whether anything changed."""
+        self.rounds += 1
+        heads = []
+        for name, actor in self.cluster_queues.items():
+            if not self.forest.cluster_queues[name].active:
+                continue
+            wl = await actor.ask(PopHead())
+            if wl is not None:
+                heads.append((wl, name))
+        snap = await self.assemble()
+        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world),
+                           namespaces=self.world.namespaces, iterate=self.iterate)
+        changed = False
+        touched: set[str] = set()
+        for target, by in result.evictions:
+            victim = target.workload
+            cq_name = victim.cluster_queue
+            if cq_name is None:
+                continue
+            message = f"Preempted to accommodate {by.wl.key} ({target.reason})"
+            if not await self.port.evict(victim.key, cluster_queue=cq_name, reason=target.reason,
+                                         message=message):
+                continue
+            if await self.cluster_queues[cq_name].ask(Evict(victim.key)):
+                self.events.append(("evicted", victim.key, by.wl.key, target.reason))
+                log.info("workload_evicted", workload=victim.key, cluster_queue=cq_name,
+                         preemptor=by.wl.key, reason=target.reason)
+                touched.add(cq_name)
+                changed = True
+        admitted = {id(e) for e in result.admitted}
+        for e in result.admitted:
+            assert e.assignment is not None
+            actor = self.cluster_queues[e.cq]
+            answer = await actor.ask(Admit(e.wl, dict(e.assignment.usage), e.assignment.flavors(), self.now()))
+            if isinstance(answer, Denied):
+                e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
+                e.message = (f"{answer.node}: {answer.fr[1]} in flavor {answer.fr[0]} would reach "
+                             f"{answer.used} + request, above {answer.allowed}")
+                admitted.discard(id(e))
+                continue
+            if not await self.port.admit(e.wl.key, cluster_queue=e.cq, flavors=e.assignment.flavors(),
+                                         usage=e.assignment.usage):
+                await actor.ask(Revert(e.wl.key))
+                self.reasons[e.wl.key] = "the API server refused the admission; retrying"
+                changed = True
+                continue
+            self.reasons.pop(e.wl.key, None)
+            log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
+            changed = True
+        for e in result.entries:
+            if id(e) in admitted and e.status == "admitted":
+                continue
+            self.reasons[e.wl.key] = e.message
+            if await self.cluster_queues[e.cq].ask(Requeue(e.wl, e.reason)):
+                changed = True
+        for name in touched:
+            root = self.forest.cluster_queues[name].node.root()
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                if not node.is_cohort:
+                    await self.cluster_queues[node.name].ask(RequeueParked())
+                stack.extend(node.children)
+        return changed
+
+    async def run_to_quiescence(self, *, max_rounds: int = 100_000) -> int:
+        start = self.rounds
+        while self.rounds - start < max_rounds and await self.round():
+            pass
+        return self.rounds - start
+
+    def stop(self) -> None:
+        for a in [*self.cluster_queues.values(), *self.cohorts.values()]:
+            a.stop()
+
+
+async def simulate_world(world: World, port: ApiPort, *, preemptor, iterate) -> Coordinator:
+    """Start every actor, schedule to quiescence, stop them all (structured concurrency)."""
+    coord = Coordinator(world, port, preemptor=preemptor, iterate=iterate)
+    async with anyio.create_task_group() as tg:
+        await coord.sync_topology(tg)
+        await coord.run_to_quiescence()
+        coord.stop()
+    return coord

@@ -1,0 +1,113 @@
+"""Messages between the coordinator, ClusterQueue actors and Cohort actors.
+
+Frozen, tagged msgspec Structs, dispatched with ``match``.  Amounts are per
+(flavor, resource) in exact milli-units.  Workloads travel by reference (the
+scheduler's ``WorkloadInfo``), never copied.
+
+Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Release.
+Down the tree: Evict (a reclaim: release a victim and requeue it).
+Coordinator -> ClusterQueue: PopHead, Enqueue, Requeue, RequeueParked, Confirm, Report.
+Coordinator -> any node: Report, Configure, Recharge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+FRAmounts = dict[tuple[str, str], int]
+
+
+class Msg(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+class Reserve(Msg):
+    """Reserve ``amounts`` at this node and, for what exceeds its free local quota, above."""
+
+    workload: str
+    amounts: FRAmounts
+
+
+class Release(Msg):
+    workload: str
+    amounts: FRAmounts
+
+
+class Granted(Msg):
+    pass
+
+
+class Denied(Msg):
+    node: str
+    fr: tuple[str, str]
+    used: int
+    allowed: int
+
+
+class Report(Msg):
+    pass
+
+
+class NodeReport(Msg):
+    name: str
+    usage: FRAmounts
+    admitted: tuple[Any, ...] = ()
+
+
+class Configure(Msg):
+    """New limits, subtree quota and parent (an actor or None) after a topology change."""
+
+    limits: Any
+    subtree: FRAmounts
+    parent: Any
+    spec: Any = None
+
+
+class Recharge(Msg):
+    """Reset usage to what the admitted workloads below hold (after Configure)."""
+
+
+class PopHead(Msg):
+    pass
+
+
+class Enqueue(Msg):
+    workload: Any
+
+
+class Forget(Msg):
+    key: str
+
+
+class Requeue(Msg):
+    workload: Any
+    reason: str
+
+
+class RequeueParked(Msg):
+    pass
+
+
+class Admit(Msg):
+    """Reserve up the tree for this workload; on a grant, hold it as admitted."""
+
+    workload: Any
+    usage: FRAmounts
+    flavors: Any
+    at: float
+
+
+class Revert(Msg):
+    """The commit failed: release an admission's reservation and requeue it."""
+
+    key: str
+
+
+class Evict(Msg):
+    key: str
+
+
+class Fingerprint(Msg):
+    pass

@@ -1,0 +1,80 @@
+"""The balance every tree node keeps, and the borrow-request protocol over it.
+
+Each ClusterQueue and Cohort actor owns a parentless :class:`QuotaNode` (its limits,
+subtree quota and usage, per FR) and a reference to its parent *actor*.  A
+:class:`~actors.messages.Reserve` is checked and applied locally, then the part that
+exceeds the node's free local quota climbs to the parent as a new Reserve; a denial
+anywhere unwinds every reservation made on the way.  Reserved amounts are usage at
+once, so every later request sees them; nothing becomes an admission without the
+coordinator's commit, and a failed commit releases the chain again.
+
+Local check at node x with usage u asking for v more of fr:
+``u + v <= subtree(x) + borrowingLimit(x)`` (when x has a parent and a limit) or
+``u + v <= subtree(x)`` (a root).  The charge to the parent is
+``max(0, u + v - lq) - max(0, u - lq)`` with ``lq = local_quota(x)``.  Chained up the
+path this is exactly Kueue's ``available`` check, so the actors can never hold more
+than the tree allows, whatever order messages arrive in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.messages import Denied, FRAmounts, Granted, Release, Reserve
+from actors.runtime import Actor
+from kueued.quota import node as qn
+from kueued.quota.node import QuotaNode
+
+__all__ = ["NodeActor"]
+
+
+class NodeActor(Actor):
+    def __init__(self, name: str, *, is_cohort: bool) -> None:
+        super().__init__(name)
+        self.node = QuotaNode(name, is_cohort=is_cohort)
+        self.parent: NodeActor | None = None
+
+    def configure(self, limits: Any, subtree: FRAmounts, parent: NodeActor | None) -> None:
+        self.node.limits = limits
+        self.node.subtree = subtree
+        self.node.usage = {}
+        self.parent = parent
+
+    def _charges(self, amounts: FRAmounts, sign: int) -> FRAmounts:
+        out = {}
+        for fr, v in amounts.items():
+            u = self.node.usage.get(fr, 0)
+            c = qn.parent_share(self.node, fr, u + sign * v) - qn.parent_share(self.node, fr, u)
+            if c:
+                out[fr] = sign * c
+        return out
+
+    async def reserve(self, workload: str, amounts: FRAmounts, *, force: bool = False) -> Granted | Denied:
+        has_parent = self.parent is not None
+        if not force:
+            for fr, v in amounts.items():
+                limit = qn.allowed(self.node, fr, has_parent=has_parent)
+                used = self.node.usage.get(fr, 0)
+                if v > 0 and limit is not None and used + v > limit:
+                    return Denied(self.name, fr, used, limit)
+        charges = self._charges(amounts, +1)
+        for fr, v in amounts.items():
+            self.node.usage[fr] = self.node.usage.get(fr, 0) + v
+        if charges and self.parent is not None:
+            answer = await self.parent.ask(Reserve(workload, charges) if not force else _Force(workload, charges))
+            if isinstance(answer, Denied):
+                for fr, v in amounts.items():
+                    self.node.usage[fr] -= v
+                return answer
+        return Granted()
+
+    async def release(self, workload: str, amounts: FRAmounts) -> None:
+        charges = self._charges(amounts, -1)
+        for fr, v in amounts.items():
+            self.node.usage[fr] = self.node.usage.get(fr, 0) - v
+        if charges and self.parent is not None:
+            await self.parent.ask(Release(workload, charges))
+
+
+class _Force(Reserve):
+    """A reservation that skips the limit check: re-charging already admitted usage."""

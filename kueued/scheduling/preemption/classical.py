@@ -1,0 +1,104 @@
+"""Classical preemption (fair sharing off): Kueue's ``classicalPreemptions``.
+
+The scheduling cycle asks two questions of a :class:`ClassicalPreemptor`, both
+answered by the same search on the cycle's snapshot:
+
+* during flavor assignment, :meth:`~ClassicalPreemptor.oracle` (Kueue's
+  ``PreemptionOracle.SimulatePreemption``) runs the search for one FR and the amount
+  the workload would put on it: no victims => NO_CANDIDATES, a victim in the own
+  ClusterQueue => PREEMPT, victims only elsewhere => RECLAIM; with the borrowing level
+  the workload would have once those victims are gone;
+* for a head whose assignment needs preemption, :meth:`~ClassicalPreemptor.get_targets`
+  runs it over every FR whose mode needs preemption, with the workload's whole usage.
+
+The search (:func:`classical_targets`) collects and classifies candidates
+(:mod:`.candidates`) and makes one or two *attempts*, each either allowing the
+preemptor to borrow afterwards or not:
+
+* no candidate outside the own ClusterQueue, or borrowWithinCohort forbidden while
+  the ClusterQueue is not strictly under nominal on every needed FR => [borrow];
+* borrowWithinCohort forbidden and no hierarchical-reclaim candidate => [no-borrow,
+  borrow];
+* otherwise [borrow, no-borrow].
+
+An attempt walks the ordered candidates, skipping invalid ones (:func:`is_valid`:
+ReclaimWithoutBorrowing in a borrowing attempt, or a ClusterQueue back within quota),
+removing each from the snapshot until the workload fits (:mod:`.minimal`), then fills
+back.  The first attempt that fits wins; the snapshot is always restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from kueued.quota.node import FR
+from kueued.scheduling.cycle import Target
+from kueued.scheduling.flavors import Assignment, Mode, lowest_fitting_height
+from kueued.scheduling.preemption.candidates import CandidateSet, collect_candidates, is_valid
+from kueued.scheduling.preemption.minimal import minimal_targets, workload_fits
+from kueued.scheduling.preemption.policy import borrow_within_cohort
+from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
+from kueued.scheduling.workload import WorkloadInfo
+
+__all__ = ["ClassicalPreemptor", "classical_targets", "attempts"]
+
+
+class ClassicalPreemptor:
+    """The cycle's :class:`~kueued.scheduling.cycle.Preemptor` when fair sharing is off."""
+
+    def __init__(self, snapshot: Snapshot, *, settings: object = None) -> None:
+        self.snapshot = snapshot
+        self.settings = settings
+
+    def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, value: int) -> tuple[Mode, int]:
+        targets = classical_targets(self.snapshot, cq, wl, {fr: value}, {fr})
+        if not targets:
+            return Mode.NO_CANDIDATES, lowest_fitting_height(cq, fr, value)[0]
+        with self.snapshot.without(t.workload for t in targets):
+            borrow = lowest_fitting_height(cq, fr, value)[0]
+        if any(t.workload.cluster_queue == cq.name for t in targets):
+            return Mode.PREEMPT, borrow
+        return Mode.RECLAIM, borrow
+
+    def get_targets(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment) -> list[Target]:
+        frs = assignment.frs_needing_preemption()
+        if not frs:
+            return []
+        return classical_targets(self.snapshot, cq, wl, assignment.usage, frs)
+
+
+def attempts(cq: ClusterQueueSnapshot, candidates: CandidateSet, frs: set[FR]) -> list[bool]:
+    """Which attempts to make, in order: True = the preemptor may borrow afterwards."""
+    forbidden, _ = borrow_within_cohort(cq)
+    if candidates.none_from_other_queues or (forbidden and not _under_nominal(cq, frs)):
+        return [True]
+    if forbidden and candidates.none_for_hierarchical_reclaim:
+        return [False, True]
+    return [True, False]
+
+
+def _under_nominal(cq: ClusterQueueSnapshot, frs: set[FR]) -> bool:
+    """Kueue's ``queueUnderNominalInResourcesNeedingPreemption``: strictly under, every FR."""
+    return all(cq.usage(fr) < cq.nominal(fr) for fr in frs)
+
+
+def classical_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
+                      requests: Mapping[FR, int], frs: set[FR]) -> list[Target]:
+    """The victims that let ``wl`` fit in ``cq``, or [] when preemption cannot help."""
+    candidates = collect_candidates(snapshot, cq, wl, requests, frs)
+    if not len(candidates):
+        return []
+    ordered = candidates.ordered()
+    for borrowing in attempts(cq, candidates, frs):
+        def valid(borrowing: bool = borrowing) -> Iterator[Target]:
+            for c in ordered:
+                if is_valid(snapshot, cq, c, frs, borrowing=borrowing):
+                    yield Target(c.wl, c.variant.reason)
+
+        def fits(borrowing: bool = borrowing) -> bool:
+            return workload_fits(cq, requests, allow_borrowing=borrowing)
+
+        targets = minimal_targets(snapshot, valid(), fits)
+        if targets:
+            return targets
+    return []
