@@ -12,8 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 from actors.messages import (
-    Admit, Configure, Enqueue, Evict, Fingerprint, Forget, Granted, NodeReport, PopHead, Recharge,
-    Report, Requeue, RequeueParked, Revert,
+    Admit,
+    Enqueue,
+    Evict,
+    Fingerprint,
+    Forget,
+    Granted,
+    NodeReport,
+    PopHead,
+    Recharge,
+    Report,
+    Requeue,
+    RequeueParked,
+    Revert,
 )
 from actors.node import NodeActor
 from kueued.scheduling.queues import PendingQueue
@@ -65,9 +76,6 @@ class ClusterQueueActor(NodeActor):
                 return True
             case Report():
                 return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
-            case Configure(limits=limits, subtree=subtree, parent=parent):
-                self.configure(limits, subtree, parent)
-                return None
             case Recharge():
                 total: dict[tuple[str, str], int] = {}
                 for wl in self.admitted.values():
@@ -76,4 +84,4 @@ class ClusterQueueActor(NodeActor):
                 return await self.reserve("recharge", total, force=True)
             case Fingerprint():
                 return (self.queue.peek_keys(), tuple(sorted(self.queue.inadmissible)))
-        raise TypeError(f"cluster queue {self.name}: unexpected message {type(msg).__name__}")
+        return await self.handle_node(msg)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.messages import Configure, NodeReport, Release, Report, Reserve
-from actors.node import NodeActor, _Force
+from actors.node import NodeActor
 
 __all__ = ["CohortActor"]
 
@@ -20,16 +19,4 @@ class CohortActor(NodeActor):
         super().__init__(name, is_cohort=True)
 
     async def handle(self, msg: Any) -> Any:
-        match msg:
-            case _Force(workload=w, amounts=a):
-                return await self.reserve(w, a, force=True)
-            case Reserve(workload=w, amounts=a):
-                return await self.reserve(w, a)
-            case Release(workload=w, amounts=a):
-                return await self.release(w, a)
-            case Report():
-                return NodeReport(self.name, dict(self.node.usage))
-            case Configure(limits=limits, subtree=subtree, parent=parent):
-                self.configure(limits, subtree, parent)
-                return None
-        raise TypeError(f"cohort {self.name}: unexpected message {type(msg).__name__}")
+        return await self.handle_node(msg)

@@ -31,8 +31,18 @@ from anyio.abc import TaskGroup
 from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
 from actors.messages import (
-    Admit, Configure, Denied, Enqueue, Evict, NodeReport, PopHead, Recharge, Report, Requeue,
-    RequeueParked, Revert,
+    Admit,
+    Configure,
+    Denied,
+    Enqueue,
+    Evict,
+    NodeReport,
+    PopHead,
+    Recharge,
+    Report,
+    Requeue,
+    RequeueParked,
+    Revert,
 )
 from actors.node import NodeActor
 from kueued.kube.port import ApiPort

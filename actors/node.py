@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.messages import Denied, FRAmounts, Granted, Release, Reserve
+from actors.messages import Configure, Denied, FRAmounts, Granted, NodeReport, Release, Report, Reserve
 from actors.runtime import Actor
 from kueued.quota import node as qn
 from kueued.quota.node import QuotaNode
@@ -67,6 +67,22 @@ class NodeActor(Actor):
                     self.node.usage[fr] -= v
                 return answer
         return Granted()
+
+    async def handle_node(self, msg: Any) -> Any:
+        """The messages every node answers: borrow requests, releases, reports, configuration."""
+        match msg:
+            case _Force(workload=w, amounts=a):
+                return await self.reserve(w, a, force=True)
+            case Reserve(workload=w, amounts=a):
+                return await self.reserve(w, a)
+            case Release(workload=w, amounts=a):
+                return await self.release(w, a)
+            case Report():
+                return NodeReport(self.name, dict(self.node.usage))
+            case Configure(limits=limits, subtree=subtree, parent=parent):
+                self.configure(limits, subtree, parent)
+                return None
+        raise TypeError(f"{self.name}: unexpected message {type(msg).__name__}")
 
     async def release(self, workload: str, amounts: FRAmounts) -> None:
         charges = self._charges(amounts, -1)

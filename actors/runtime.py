@@ -5,7 +5,7 @@ dispatches to ``handle`` (plain or async), so every state change is a method a t
 can call without an event loop.  ``tell`` posts and forgets; ``ask`` posts with a
 one-shot reply stream and waits (with a timeout): a handler's exception travels back
 to the asker, not into the actor's grave.  Stopping closes the mailbox; messages still
-in it are drained and their askers get :class:`ActorStopped`.
+in it are still answered, and an ``ask`` after that gets :class:`ActorStopped`.
 
 Quiescence needs no sleeping: every interaction the coordinator starts is an ``ask``,
 so when its round returns no message is in flight anywhere.
@@ -96,6 +96,8 @@ class Actor:
         try:
             self._send.send_nowait(_Envelope(msg, send))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            send.close()
+            recv.close()
             raise ActorStopped(self.name) from exc
         with anyio.fail_after(self.ask_timeout):
             async with recv:

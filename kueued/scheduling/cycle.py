@@ -32,7 +32,8 @@ from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["Target", "Preemptor", "Entry", "CycleResult", "run_cycle", "namespace_matches"]
+__all__ = ["Target", "Preemptor", "Entry", "CycleResult", "run_cycle", "namespace_matches",
+           "namespace_labels"]
 
 
 class Target:
@@ -121,7 +122,7 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
     if cq is None or not cq.active:
         e.message = cq.inactive_reason if cq is not None else f"ClusterQueue {cq_name} not found"
         return e
-    labels = namespaces.get(wl.namespace)
+    labels = namespace_labels(namespaces, wl.namespace)
     if labels is None or not namespace_matches(cq.spec.namespace_selector, labels):
         e.reason = RequeueReason.NAMESPACE_MISMATCH
         e.message = (f"namespace {wl.namespace} " + ("not found" if labels is None else
@@ -207,6 +208,22 @@ def _requests_exceed_limits(wl: WorkloadInfo) -> str:
                     return (f"podSet {ps.name} container {c.name}: {res} request ({req}) "
                             f"exceeds its limit ({lim})")
     return ""
+
+
+BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+"""Namespaces every Kubernetes cluster has, whether or not a manifest creates them."""
+
+
+def namespace_labels(namespaces: Mapping[str, Mapping[str, str]], name: str) -> Mapping[str, str] | None:
+    """A namespace's labels as the API server reports them, or None when it does not exist.
+
+    The API server labels every namespace ``kubernetes.io/metadata.name``, and the
+    built-in namespaces exist without being created.
+    """
+    labels = namespaces.get(name)
+    if labels is None and name not in BUILTIN_NAMESPACES:
+        return None
+    return {"kubernetes.io/metadata.name": name, **(labels or {})}
 
 
 def namespace_matches(selector: api.LabelSelector | None, labels: Mapping[str, str]) -> bool:

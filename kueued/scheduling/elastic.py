@@ -97,7 +97,8 @@ def workload_requests(obj: Mapping[str, Any]) -> Resources:
                 pod[r] = max(pod.get(r, 0), v)
         for r, q in (spec.get("overhead") or {}).items():
             pod[r] = pod.get(r, 0) + parse(q)
-        count = int(pod_set.get("count", 1))
+        count = pod_set.get("count")
+        count = 1 if count is None else int(count)
         for r, v in pod.items():
             total[r] = total.get(r, 0) + v * count
     return total
@@ -111,9 +112,11 @@ def _container_requests(container: Mapping[str, Any]) -> Resources:
 
 
 def _timestamp(text: object) -> float:
-    if not text:
+    """RFC 3339 to epoch seconds; a missing or unreadable stamp sorts first."""
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else 0.0
+    except ValueError:
         return 0.0
-    return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
 
 
 def _group_of_manifest(obj: Mapping[str, Any]) -> ElasticGroup | None:
@@ -185,11 +188,12 @@ class _Run:
         return self.quota()[group].runtime
 
     def ancestors(self, group: str) -> list[str]:
-        chain, seen = [], {group}
+        if group in OUTSIDE_TREE:
+            return []
+        chain: list[str] = []
         parent = self.groups[group].parent
-        while parent in self.groups and parent not in seen and group not in OUTSIDE_TREE:
+        while parent in self.groups and parent not in chain and parent != group:
             chain.append(parent)
-            seen.add(parent)
             parent = self.groups[parent].parent
         return chain
 
@@ -216,18 +220,28 @@ class _Run:
         return ""
 
     def try_preempt(self, w: _Workload) -> list[_Workload]:
-        """PostFilter inside ``w``'s group; the default group's workloads are never victims."""
+        """PostFilter inside ``w``'s group: the victims, evicted, or [] with nothing changed.
+
+        The default group's workloads are never victims (DisableDefaultQuotaPreemption).
+        Victims are kept only if ``w`` then passes every PreFilter check, so a failing
+        non-preemptible min (which evictions cannot help) or ancestor check preempts
+        nothing.
+        """
         if w.group == k.DEFAULT_QUOTA or w.group in self.inner:
             return []
-        if w.non_preemptible and _over(w.group, "", self.used(w.group, non_preemptible=True),
-                                       w.request, "", self.groups[w.group].min):
-            return []  # evicting preemptible workloads cannot help the min check
         admitted = {x.key: x for x in self.workloads if x.admitted and x.group == w.group}
         chosen = preemption_victims(
             w.candidate(), [x.candidate() for x in admitted.values()],
             used=self.used(w.group), runtime=self.runtime(w.group),
         )
-        return [admitted[c.key] for c in chosen]
+        victims = [admitted[c.key] for c in chosen]
+        for v in victims:
+            v.admitted = False
+        if victims and self.prefilter(w):
+            for v in victims:
+                v.admitted = True
+            return []
+        return victims
 
     def schedule_pass(self) -> bool:
         changed = False
@@ -241,7 +255,7 @@ class _Run:
                     w.reason = reason
                     continue
                 for v in victims:
-                    v.admitted, v.preemptions = False, v.preemptions + 1
+                    v.preemptions += 1
                     v.reason = f"preempted by {w.key} in quota {w.group}"
             w.admitted, w.reason = True, ""
             changed = True

@@ -178,7 +178,8 @@ def _assign_group(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo
         for res in wanted:
             fr = (fname, res)
             value = requests[res] + earlier.get(fr, 0)
-            rmode, rborrow, why = fits_resource_quota(cq, wl, fr, value, oracle)
+            rmode, rborrow, why = fits_resource_quota(cq, wl, fr, value, oracle,
+                                                      fair_sharing=snapshot.fair_sharing)
             if why:
                 reasons.append(why)
             mode = min(mode, rmode)
@@ -195,7 +196,7 @@ def _assign_group(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo
 
 
 def fits_resource_quota(cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, value: int,
-                        oracle: Oracle) -> tuple[Mode, int, str]:
+                        oracle: Oracle, *, fair_sharing: bool = False) -> tuple[Mode, int, str]:
     flavor, res = fr
     max_capacity = cq.potential_available(fr)
     if value > max_capacity:
@@ -207,7 +208,7 @@ def fits_resource_quota(cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, valu
         return Mode.FIT, borrow, ""
     why = (f"insufficient unused quota for {res} in flavor {flavor}, "
            f"{_q(value - avail, res)} more needed")
-    if value <= cq.nominal(fr) or may_reclaim or _can_preempt_while_borrowing(cq):
+    if value <= cq.nominal(fr) or may_reclaim or _can_preempt_while_borrowing(cq, fair_sharing):
         outcome = oracle(cq, wl, fr, value)
         if isinstance(outcome, tuple):
             return outcome[0], outcome[1], why
@@ -215,11 +216,12 @@ def fits_resource_quota(cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, valu
     return Mode.NO_FIT, borrow, why
 
 
-def _can_preempt_while_borrowing(cq: ClusterQueueSnapshot) -> bool:
+def _can_preempt_while_borrowing(cq: ClusterQueueSnapshot, fair_sharing: bool = False) -> bool:
     p = cq.spec.preemption
     if p.borrow_within_cohort is not None and p.borrow_within_cohort.policy != "Never":
         return True
-    return False
+    # Under fair sharing, reclaiming may leave the preemptor borrowing (the shares decide).
+    return fair_sharing and p.reclaim_within_cohort not in ("", "Never")
 
 
 def lowest_fitting_height(cq: ClusterQueueSnapshot, fr: FR, value: int) -> tuple[int, bool]:

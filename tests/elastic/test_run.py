@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kueued.model import koordinator as k
 from kueued.model.elastic_validation import validate_elastic_quota
@@ -222,3 +224,51 @@ def test_replay_scenario(path: Path | None):
     if path is None:
         pytest.skip(f"no scenarios under {SCENARIOS}")
     assert _replay(path) == []
+
+
+# --- properties ---------------------------------------------------------------------------
+
+@st.composite
+def clusters(draw):
+    """A cluster group, two to four teams, and workloads; some start admitted."""
+    total = draw(st.integers(1, 40))
+    quotas = [EQ("cluster").cluster(cpu=str(total)).build()]
+    teams = [f"team-{i}" for i in range(draw(st.integers(2, 4)))]
+    for team in teams:
+        hi = draw(st.integers(0, 40))
+        builder = EQ(team).parent("cluster").min(cpu=str(draw(st.integers(0, hi)))).max(cpu=str(hi)).force()
+        if draw(st.booleans()):
+            builder.no_lend()
+        quotas.append(builder.build())
+    workloads = []
+    for i in range(draw(st.integers(0, 12))):
+        wl = WL(f"w{i}", draw(st.sampled_from(teams))).req(cpu=str(draw(st.integers(1, 15))))
+        wl.priority(draw(st.integers(0, 3))).at(i)
+        if draw(st.booleans()):
+            wl.non_preemptible()
+        if draw(st.booleans()):
+            wl.admitted()
+        workloads.append(wl.build())
+    return quotas, workloads
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_quiescence_respects_runtime_and_admits_what_fits(scenario):
+    quotas, workloads = scenario
+    out = run_elastic(quotas, workloads, [])
+    used: dict[str, int] = {}
+    for obj in workloads:
+        key = f"default/{obj['metadata']['name']}"
+        result = out.workloads[key]
+        if result.state == "admitted":
+            used[result.cluster_queue] = used.get(result.cluster_queue, 0) + workload_requests(obj)["cpu"]
+        else:
+            assert result.reason  # a pending workload says why it does not fit
+    for group, amount in used.items():
+        held = sum(workload_requests(o)["cpu"] for o in workloads
+                   if o["metadata"]["labels"].get(k.LABEL_QUOTA_NAME) == group
+                   and o["metadata"]["labels"].get(k.LABEL_PREEMPTIBLE) == "false"
+                   and out.workloads[f"default/{o['metadata']['name']}"].state == "admitted")
+        # Only workloads recycling may not evict (non-preemptible ones) can exceed the runtime.
+        assert amount <= max(out.quota_groups[group].runtime["cpu"], held)

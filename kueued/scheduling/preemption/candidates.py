@@ -191,7 +191,8 @@ def _collect_in_subtree(snapshot: Snapshot, cq: ClusterQueueSnapshot, preemptor:
         else:
             owner = snapshot.owner(child)
             assert isinstance(owner, ClusterQueueSnapshot)
-            out.extend(_from_cq(owner, lca, cq, preemptor, frs, advantage))
+            if owner.active:  # Kueue leaves inactive ClusterQueues out of the snapshot
+                out.extend(_from_cq(owner, lca, cq, preemptor, frs, advantage))
 
 
 def is_valid(snapshot: Snapshot, cq: ClusterQueueSnapshot, candidate: Candidate, frs: Iterable[FR], *,

@@ -54,7 +54,8 @@ def borrow_within_cohort(cq: ClusterQueueSnapshot) -> tuple[bool, int | None]:
     return False, bwc.max_priority_threshold
 
 
-def above_borrowing_threshold(candidate_priority: int, preemptor_priority: int, threshold: int | None) -> bool:
+def above_borrowing_threshold(candidate_priority: int, preemptor_priority: int,
+                              threshold: int | None) -> bool:
     """Is the candidate out of reach for a preemptor that keeps borrowing?"""
     if candidate_priority >= preemptor_priority:
         return True

@@ -1,0 +1,45 @@
+"""Feature gates fair sharing reads, with Kueue's defaults, and the cycle's settings.
+
+``Settings.feature_gates`` holds only what a Configuration spelled out; everything
+else takes Kueue's default (``pkg/features/kube_features.go``).
+
+The admission order (:func:`~kueued.scheduling.fairsharing.ordering.fair_order`) is
+called with the cycle's entries and snapshot only, but two of its rules are gated.
+The preemptor for the same cycle is built from ``(snapshot, settings)`` before the
+order runs, so it files the settings against the snapshot here (weakly: a snapshot
+lives one cycle) and the order looks them up.
+"""
+
+from __future__ import annotations
+
+from weakref import WeakKeyDictionary
+
+from kueued.scheduling.snapshot import Snapshot
+from kueued.world import Settings
+
+__all__ = ["DEFAULTS", "enabled", "remember_settings", "settings_of"]
+
+DEFAULTS: dict[str, bool] = {
+    "AdmissionFairSharing": True,                       # beta since 0.15
+    "FairSharingPreemptWithinNominal": True,            # beta since 0.17
+    "FairSharingPrioritizeNonBorrowing": True,          # beta since 0.17
+    "FairSharingReevaluatePreemptionCandidates": False,  # alpha
+    "PrioritizePreemptorWorkloads": False,              # alpha
+    "PrioritySortingWithinCohort": True,
+}
+
+_BY_SNAPSHOT: WeakKeyDictionary[Snapshot, Settings] = WeakKeyDictionary()
+
+
+def enabled(settings: Settings | None, gate: str) -> bool:
+    if settings is not None and gate in settings.feature_gates:
+        return bool(settings.feature_gates[gate])
+    return DEFAULTS.get(gate, False)
+
+
+def remember_settings(snapshot: Snapshot, settings: Settings) -> None:
+    _BY_SNAPSHOT[snapshot] = settings
+
+
+def settings_of(snapshot: Snapshot) -> Settings | None:
+    return _BY_SNAPSHOT.get(snapshot)

@@ -1,0 +1,131 @@
+"""The actor runtime and the borrow-request protocol under any interleaving."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.cluster_queue import ClusterQueueActor
+from actors.cohort import CohortActor
+from actors.messages import Denied, Granted, Release, Report, Reserve
+from actors.node import NodeActor
+from actors.runtime import Actor, ActorStopped
+from kueued.quota import node as qn
+from tests.quota.test_node import FR, trees
+
+
+class Echo(Actor):
+    def handle(self, msg):
+        if msg == "boom":
+            raise ValueError("boom")
+        return msg * 2
+
+
+def test_ask_replies_and_errors_travel_back_to_the_asker() -> None:
+    async def main():
+        actor = Echo("echo")
+        async with anyio.create_task_group() as tg:
+            await tg.start(actor.run)
+            assert await actor.ask(21) == 42
+            with pytest.raises(ValueError, match="boom"):
+                await actor.ask("boom")
+            assert await actor.ask(1) == 2  # the actor survived its handler's error
+            actor.stop()
+        with pytest.raises(ActorStopped):
+            await actor.ask(1)
+        assert actor.stats().handled == 3
+    anyio.run(main)
+
+
+async def _actor_tree(tg, nodes) -> dict[str, NodeActor]:
+    actors: dict[str, NodeActor] = {}
+    for name, n in nodes.items():
+        actors[name] = CohortActor(name) if n.is_cohort else ClusterQueueActor(name, strict=False)
+        await tg.start(actors[name].run)
+    for name, n in nodes.items():
+        actors[name].configure(n.limits, n.subtree, actors[n.parent.name] if n.parent else None)
+    return actors
+
+
+def _check(actors: dict[str, NodeActor], *, at_rest: bool = False) -> None:
+    """Limits hold at every moment; charges match children's shares once nothing is in flight."""
+    for a in actors.values():
+        used = a.node.usage.get(FR, 0)
+        limit = qn.allowed(a.node, FR, has_parent=a.parent is not None)
+        assert limit is None or used <= limit, (a.name, used, limit)
+        assert used >= 0
+    if not at_rest:
+        return
+    for a in actors.values():
+        if a.node.is_cohort:
+            kids = [c for c in actors.values() if c.parent is a]
+            assert a.node.usage.get(FR, 0) == sum(qn.parent_share(c.node, FR, c.node.usage.get(FR, 0))
+                                                  for c in kids)
+
+
+@settings(max_examples=150, deadline=None)
+@given(trees(), st.lists(st.tuples(st.integers(0, 5), st.integers(1, 12).map(lambda x: x * 500),
+                                   st.integers(0, 3), st.booleans()), min_size=1, max_size=25))
+def test_no_interleaving_of_borrow_requests_over_admits(nodes, requests) -> None:
+    """Concurrent borrow requests and releases, started at random points, never exceed the tree.
+
+    Each request climbs as messages; actors serialise their own mailboxes, but requests
+    from different leaves interleave freely at every shared ancestor.
+    """
+    async def main():
+        async with anyio.create_task_group() as tg:
+            actors = await _actor_tree(tg, nodes)
+            leaves = [a for a in actors.values() if not a.node.is_cohort]
+            granted: list[tuple[NodeActor, int]] = []
+
+            async def one(idx, value, delay, release):
+                for _ in range(delay):
+                    await anyio.sleep(0)
+                leaf = leaves[idx % len(leaves)]
+                answer = await leaf.ask(Reserve(f"w{idx}", {FR: value}))
+                assert isinstance(answer, Granted | Denied)
+                _check(actors)
+                if isinstance(answer, Granted):
+                    if release:
+                        await anyio.sleep(0)
+                        await leaf.ask(Release(f"w{idx}", {FR: value}))
+                    else:
+                        granted.append((leaf, value))
+
+            async with anyio.create_task_group() as inner:
+                for i, (idx, value, delay, release) in enumerate(requests):
+                    inner.start_soon(one, idx + i, value, delay, release)
+            _check(actors, at_rest=True)
+            held = sum(v for _, v in granted)
+            roots = [a for a in actors.values() if a.parent is None]
+            # everything granted and not released is accounted at the leaves
+            assert held == sum(a.node.usage.get(FR, 0) for a in leaves)
+            for a in roots:
+                assert a.node.usage.get(FR, 0) <= a.node.subtree.get(FR, 0)
+            for a in actors.values():
+                a.stop()
+    anyio.run(main)
+
+
+def test_a_denial_high_up_unwinds_every_reservation_below() -> None:
+    async def main():
+        root, mid, leaf = CohortActor("root"), CohortActor("mid"), ClusterQueueActor("cq", strict=False)
+        async with anyio.create_task_group() as tg:
+            for a in (root, mid, leaf):
+                await tg.start(a.run)
+            root.configure({}, {FR: 1000}, None)
+            mid.configure({FR: qn.Limits(0, None, None)}, {FR: 0}, root)
+            leaf.configure({FR: qn.Limits(0, None, None)}, {FR: 0}, mid)
+            assert isinstance(await leaf.reserve("a", {FR: 800}), Granted)
+            denied = await leaf.reserve("b", {FR: 800})
+            assert isinstance(denied, Denied) and denied.node == "root"
+            assert (leaf.node.usage[FR], mid.node.usage[FR], root.node.usage[FR]) == (800, 800, 800)
+            await mid.ask(Release("a", {FR: 800}))
+            assert root.node.usage[FR] == 0
+            assert (await root.ask(Report())).usage == {FR: 0}
+            assert isinstance(await mid.ask(Reserve("c", {FR: 1000})), Granted)
+            for a in (root, mid, leaf):
+                a.stop()
+    anyio.run(main)
