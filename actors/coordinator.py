@@ -47,6 +47,7 @@ from actors.messages import (
 from actors.node import NodeActor
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import Iterate, Preemptor, classical_order, run_cycle
+from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import Snapshot
@@ -72,6 +73,7 @@ class Coordinator:
         self.unrouted: dict[str, str] = {}
         self.events: list[tuple[str, str, str, str]] = []
         self.rounds = 0
+        self.final: Snapshot | None = None
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -90,6 +92,7 @@ class Coordinator:
                     actor.stop()
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
+            self.cluster_queues[name].queue.usage_of = afs.usage_hook(self, cq)  # KEP-4136 ordering
         for name in self.forest.cohorts:
             if name not in self.cohorts:
                 actor_c = CohortActor(name)
@@ -194,6 +197,7 @@ class Coordinator:
                 changed = True
                 continue
             self.reasons.pop(e.wl.key, None)
+            afs.record_admission(self, e)  # KEP-4136 entry penalty, only once committed
             log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
             changed = True
         for e in result.entries:
@@ -229,5 +233,6 @@ async def simulate_world(world: World, port: ApiPort, *, preemptor, iterate) -> 
     async with anyio.create_task_group() as tg:
         await coord.sync_topology(tg)
         await coord.run_to_quiescence()
+        coord.final = await coord.assemble()
         coord.stop()
     return coord

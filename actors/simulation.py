@@ -13,10 +13,11 @@ from kueued.world import World
 
 def run_actors(world: World) -> Report:
     async def main():
-        return await simulate_world(world, InMemoryPort(), preemptor=make_preemptor,
-                                    iterate=make_iterate(world))
-    coord = anyio.run(main)
+        coord = await simulate_world(world, InMemoryPort(), preemptor=make_preemptor,
+                                     iterate=make_iterate(world))
+        return coord, coord.final
+    coord, final = anyio.run(main)
     report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
-                         cycles=coord.rounds)
+                         cycles=coord.rounds, snapshot=final)
     merge_elastic(world, report)
     return report

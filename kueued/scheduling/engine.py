@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from kueued.quota.node import QuotaNode
 from kueued.scheduling.cycle import CycleResult, Entry, Iterate, Preemptor, classical_order, run_cycle
+from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import PendingQueue
 from kueued.scheduling.snapshot import Snapshot
@@ -58,6 +59,7 @@ class Engine:
                 for wl in (q.pending() if q else ()):
                     fresh.push(wl)
                 self.queues[name] = fresh
+            self.queues[name].usage_of = afs.usage_hook(self, cq)  # admission fair sharing (KEP-4136)
         for name in list(self.queues):
             if name not in self.state.cluster_queues:
                 del self.queues[name]
@@ -120,6 +122,7 @@ class Engine:
             assert e.assignment is not None
             e.wl.admit(e.cq, dict(e.assignment.usage), e.assignment.flavors(), at=self.now())
             self.state.add_workload(e.wl)
+            afs.record_admission(self, e)  # admission fair sharing: the entry penalty
             self.reasons.pop(e.wl.key, None)
         for e in result.entries:
             if e.status != "admitted":

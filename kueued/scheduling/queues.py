@@ -17,6 +17,12 @@ entry stays until popped, then is dropped by key.
 An optional ``usage_of`` hook (admission fair sharing) puts a LocalQueue's usage ahead
 of priority in the order; those keys change as usage changes, so such a queue finds
 its head by scanning instead of trusting the heap.
+
+A BestEffortFIFO head requeued while its preemptions are pending becomes *sticky*
+(Kueue#6929, #7101): it stays the head, ahead of priority (but after LocalQueue usage),
+until it is popped and not requeued (admitted) or removed, so a higher-priority
+workload that cannot be admitted does not take the head back and let the freed quota
+be re-taken by the victims.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ class RequeueReason:
 
 
 class PendingQueue:
-    __slots__ = ("name", "strict", "_heap", "_items", "inadmissible", "usage_of", "_seq")
+    __slots__ = ("name", "strict", "_heap", "_items", "inadmissible", "usage_of", "_seq", "sticky",
+                 "_inflight")
 
     def __init__(self, name: str, *, strict: bool,
                  usage_of: Callable[[WorkloadInfo], float] | None = None) -> None:
@@ -48,6 +55,8 @@ class PendingQueue:
         self.inadmissible: dict[str, WorkloadInfo] = {}
         self.usage_of = usage_of
         self._seq = 0
+        self.sticky: str | None = None
+        self._inflight: str | None = None
 
     def __len__(self) -> int:
         return len(self._items) + len(self.inadmissible)
@@ -66,20 +75,32 @@ class PendingQueue:
         heapq.heappush(self._heap, (-wl.priority, wl.created, wl.uid, self._seq, wl))
 
     def remove(self, key: str) -> WorkloadInfo | None:
+        if key == self.sticky:
+            self.sticky = None
         return self._items.pop(key, None) or self.inadmissible.pop(key, None)
 
     def __contains__(self, key: str) -> bool:
         return key in self._items or key in self.inadmissible
 
     def pop_head(self) -> WorkloadInfo | None:
+        if self._inflight is not None and self._inflight == self.sticky:
+            self.sticky = None  # popped last time and never requeued: admitted
+        head = self._pop_head()
+        self._inflight = head.key if head is not None else None
+        return head
+
+    def _pop_head(self) -> WorkloadInfo | None:
+        sticky = self.sticky
         if self.usage_of is not None:
             if not self._items:
                 return None
             usage_of = self.usage_of
             head = min(self._items.values(),
-                       key=lambda w: (usage_of(w), -w.priority, w.created, w.uid))
+                       key=lambda w: (usage_of(w), w.key != sticky, -w.priority, w.created, w.uid))
             del self._items[head.key]
             return head
+        if sticky is not None and sticky in self._items:
+            return self._items.pop(sticky)  # its heap entry is dropped lazily
         while self._heap:
             *_, wl = heapq.heappop(self._heap)
             if self._items.get(wl.key) is wl:
@@ -92,6 +113,10 @@ class PendingQueue:
 
     def requeue(self, wl: WorkloadInfo, reason: str) -> None:
         """Put a head that was not admitted back, by Kueue's rules."""
+        if wl.key == self._inflight:
+            self._inflight = None
+        if not self.strict and reason == RequeueReason.PENDING_PREEMPTION:
+            self.sticky = wl.key
         if self.strict:
             immediate = reason != RequeueReason.NAMESPACE_MISMATCH
         else:

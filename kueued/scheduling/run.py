@@ -50,7 +50,7 @@ def run_sync(world: World):  # -> Report
     engine.rebuild()
     engine.run()
     report = report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
-                         cycles=engine.cycles)
+                         cycles=engine.cycles, snapshot=engine.state)
     merge_elastic(world, report)
     return report
 

@@ -26,16 +26,17 @@ no decay, so consumed usage never changes and AFS stops reacting to admissions. 
 an unset (or zero) half-life means :data:`DEFAULT_HALF_LIFE`, one week, the value
 Kueue's documentation uses; the sampling interval defaults to Kueue's 5 minutes.
 
-The engine drives this through two calls: :func:`usage_hook` when it builds a
-ClusterQueue's queue and :func:`record_admission` after each admission.  The ledger
-belongs to the engine (held weakly here), whose virtual clock it samples on.
+An engine drives this through two calls: :func:`usage_hook` when it builds a
+ClusterQueue's queue and :func:`record_admission` after each admission.  "Engine" is
+anything with a ``world`` and a clock ``now()`` (the sync :class:`Engine`, the actors'
+coordinator); the ledger belongs to it (held weakly here) and samples on its clock.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 from weakref import WeakKeyDictionary
 
 from kueued.model import api
@@ -46,8 +47,13 @@ from kueued.scheduling.snapshot import ClusterQueueSnapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import Settings, World
 
-if TYPE_CHECKING:
-    from kueued.scheduling.engine import Engine
+
+class Engine(Protocol):
+    """What admission fair sharing needs from whoever runs the cycles."""
+
+    world: World
+
+    def now(self) -> float: ...
 
 __all__ = ["DEFAULT_HALF_LIFE", "DEFAULT_SAMPLING_INTERVAL", "alpha", "UsageLedger", "afs_enabled",
            "usage_hook", "record_admission", "local_queue_usage_for", "ledger_of"]

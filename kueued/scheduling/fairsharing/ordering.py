@@ -17,9 +17,10 @@ children's winners.  At a Cohort, ``a`` beats ``b`` when, in order:
 4. older queue-order timestamp.
 
 A ClusterQueue without a cohort just yields its entry.  "Waits for its preemptions"
-needs memory across cycles: when a yielded entry comes back with status
-``preempting`` its workload is remembered (by key and identity) until it is yielded
-again in a later cycle with any other outcome.
+needs memory across cycles, kept only while that gate is on: when a yielded entry
+comes back with status ``preempting`` its workload is remembered (by key and object
+identity, so another engine's workload of the same name never matches) until it is
+yielded again in a later cycle with any other outcome.
 
 **Victim queue order** (:class:`TargetOrdering`, ``preemption/fairsharing/ordering.go``).
 Preemption walks from the root towards the child with the highest share, until it
@@ -43,7 +44,8 @@ from kueued.scheduling.fairsharing.share import DRS, NEGATIVE, Shares, compare
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["fair_order", "Tournament", "TargetOrdering", "almost_lcas", "preemptors_in_progress"]
+__all__ = ["fair_order", "Tournament", "TargetOrdering", "almost_lcas", "preemptors_in_progress",
+           "cluster_queues_under"]
 
 
 class _PreemptorMemory:
@@ -77,11 +79,11 @@ class Tournament:
         self.values: dict[tuple[int, str], DRS] = {}
         self.requested: dict[str, frozenset[FR]] = {}
 
-    def compute(self, root: QuotaNode, heads: dict[str, Entry], snapshot: Snapshot) -> None:
+    def compute(self, root: QuotaNode, heads: dict[str, Entry]) -> None:
         """Shares of every node on each head's path, with the head's usage added."""
         self.values.clear()
         self.requested.clear()
-        for cq_node in _subtree_cluster_queues(root):
+        for cq_node in cluster_queues_under(root):
             e = heads.get(cq_node.name)
             if e is None:
                 continue
@@ -130,7 +132,8 @@ class Tournament:
         return best
 
 
-def _subtree_cluster_queues(node: QuotaNode) -> Iterator[QuotaNode]:
+def cluster_queues_under(node: QuotaNode) -> Iterator[QuotaNode]:
+    """Every ClusterQueue node in the subtree of ``node``, depth first."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -164,7 +167,7 @@ def fair_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]:
         else:
             root = node.root()
             heads = {name: queue[0] for name, queue in by_cq.items()}
-            tournament.compute(root, heads, snapshot)
+            tournament.compute(root, heads)
             found = tournament.winner(root, heads)
             assert found is not None  # cq_name itself has an entry in this tree
             chosen = found
@@ -173,7 +176,8 @@ def fair_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]:
         if not queue:
             del by_cq[chosen.cq]
         yield chosen
-        preemptors_in_progress.settle(chosen)
+        if tournament.prioritize_preemptors:
+            preemptors_in_progress.settle(chosen)
 
 
 # --- victim queue order ------------------------------------------------------------------------

@@ -41,12 +41,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from kueued.quota import node as qn
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Target
 from kueued.scheduling.fairsharing import gates
 from kueued.scheduling.fairsharing.admission import local_queue_usage_for
-from kueued.scheduling.fairsharing.ordering import TargetOrdering, almost_lcas
+from kueued.scheduling.fairsharing.ordering import TargetOrdering, almost_lcas, cluster_queues_under
 from kueued.scheduling.fairsharing.share import DRS, Shares, compare
 from kueued.scheduling.flavors import Assignment, Mode, lowest_fitting_height
 from kueued.scheduling.preemption.minimal import fill_back, restore, workload_fits
@@ -105,7 +104,7 @@ class _Search:
         if policy.within_cluster_queue not in ("", NEVER):
             found += self._allowed(self.cq, policy.within_cluster_queue)
         if self.cq.node.parent is not None and policy.reclaim_within_cohort not in ("", NEVER):
-            for node in _cluster_queues_under(self.cq.node.root()):
+            for node in cluster_queues_under(self.cq.node.root()):
                 other = self.snapshot.cluster_queues[node.name]
                 if other is self.cq or not any(other.borrowing(fr) for fr in self.frs):
                     continue
@@ -230,15 +229,6 @@ class _Search:
                 if self.fits():
                     return True
         return False
-
-
-def _cluster_queues_under(root: qn.QuotaNode) -> Iterator[qn.QuotaNode]:
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if not n.is_cohort:
-            yield n
-        stack.extend(reversed(n.children))
 
 
 def fair_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, usage: Mapping[FR, int],
