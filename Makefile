@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/kueued simulate config/examples/organisation.yaml --output table
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 conformance: $(STAMP)
 	$(BIN)/python ../shared/conformance/run ../shared/conformance/scenarios --kueued $(BIN)/kueued

@@ -19,6 +19,8 @@ from actors.messages import (
     Forget,
     Granted,
     NodeReport,
+    Nominate,
+    Nomination,
     PopHead,
     Recharge,
     Report,
@@ -38,9 +40,13 @@ class ClusterQueueActor(NodeActor):
         super().__init__(name, is_cohort=False)
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
+        self.active = True
 
     async def handle(self, msg: Any) -> Any:
         match msg:
+            case Nominate():
+                head = self.queue.pop_head() if self.active else None
+                return Nomination(head, NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values())))
             case PopHead():
                 return self.queue.pop_head()
             case Enqueue(workload=wl):

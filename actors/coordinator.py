@@ -5,15 +5,18 @@ ClusterQueue, flavor or the Configuration changes: actors are started or stopped
 is told its limits, subtree quota and parent actor, and ClusterQueues re-charge their
 admitted usage up the tree) and the round clock.  A round:
 
-1. ``PopHead`` from every active ClusterQueue actor;
-2. ``Report`` from every node actor: the cycle-start snapshot is assembled from the
-   balances the actors own (Kueue's snapshot, built from its owners);
+1. ``Nominate`` to every ClusterQueue actor: it pops its head (if active) and reports
+   its balance and admissions in the same reply; ``Report`` from every Cohort actor:
+   the cycle-start snapshot is assembled from the balances the actors own (Kueue's
+   snapshot, built from its owners);
 3. the pure :func:`run_cycle` decides;
 4. evictions go first (API port, then ``Evict`` to the victim's ClusterQueue actor,
    which releases the quota up the tree and requeues it; parked workloads of that tree
    are requeued); then admissions (``Admit`` reserves up the tree; a grant is committed
    through the port, a failed commit is ``Revert``-ed; a denial requeues);
-   then every other head is ``Requeue``-d by its queue's rules.
+   then every other head is ``Requeue``-d by its queue's rules (told, not asked: the
+   next message to that actor is the next round's ``Nominate``, which the mailbox
+   orders after it).
 
 A round that admits, evicts and parks nothing leaves every queue as it was, so the
 next would repeat it: that is quiescence, and since every message of a round is an
@@ -36,8 +39,9 @@ from actors.messages import (
     Denied,
     Enqueue,
     Evict,
+    Nominate,
+    Nomination,
     NodeReport,
-    PopHead,
     Recharge,
     Report,
     Requeue,
@@ -93,6 +97,7 @@ class Coordinator:
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
             self.cluster_queues[name].queue.usage_of = afs.usage_hook(self, cq)  # KEP-4136 ordering
+            self.cluster_queues[name].active = cq.active
         for name in self.forest.cohorts:
             if name not in self.cohorts:
                 actor_c = CohortActor(name)
@@ -135,16 +140,23 @@ class Coordinator:
 
     # --- rounds ------------------------------------------------------------------------------
     async def assemble(self) -> Snapshot:
+        """The current balances as a snapshot, without taking heads (reports, final state)."""
         snap = self.forest.clone()
-        for name, actor in self.cluster_queues.items():
-            rep: NodeReport = await actor.ask(Report())
-            cq = snap.cluster_queues[name]
-            cq.node.usage = rep.usage
-            cq.workloads = {wl.key: wl for wl in rep.admitted}
+        for actor in self.cluster_queues.values():
+            self._fill(snap, await actor.ask(Report()))
+        await self._fill_cohorts(snap)
+        return snap
+
+    @staticmethod
+    def _fill(snap: Snapshot, rep: NodeReport) -> None:
+        cq = snap.cluster_queues[rep.name]
+        cq.node.usage = rep.usage
+        cq.workloads = {wl.key: wl for wl in rep.admitted}
+
+    async def _fill_cohorts(self, snap: Snapshot) -> None:
         for name, actor_c in self.cohorts.items():
             rep = await actor_c.ask(Report())
             snap.cohorts[name].node.usage = rep.usage
-        return snap
 
     def now(self) -> float:
         return 4_000_000_000.0 + self.rounds
@@ -153,13 +165,13 @@ class Coordinator:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
         heads = []
+        snap = self.forest.clone()
         for name, actor in self.cluster_queues.items():
-            if not self.forest.cluster_queues[name].active:
-                continue
-            wl = await actor.ask(PopHead())
-            if wl is not None:
-                heads.append((wl, name))
-        snap = await self.assemble()
+            nomination: Nomination = await actor.ask(Nominate())
+            self._fill(snap, nomination.report)
+            if nomination.head is not None:
+                heads.append((nomination.head, name))
+        await self._fill_cohorts(snap)
         result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world),
                            namespaces=self.world.namespaces, iterate=self.iterate)
         changed = False
@@ -204,15 +216,17 @@ class Coordinator:
             if id(e) in admitted and e.status == "admitted":
                 continue
             self.reasons[e.wl.key] = e.message
-            if await self.cluster_queues[e.cq].ask(Requeue(e.wl, e.reason)):
+            actor = self.cluster_queues[e.cq]
+            if actor.queue.parks(e.reason):  # static configuration, safe to read
                 changed = True
+            actor.tell(Requeue(e.wl, e.reason))
         for name in touched:
             root = self.forest.cluster_queues[name].node.root()
             stack = [root]
             while stack:
                 node = stack.pop()
                 if not node.is_cohort:
-                    await self.cluster_queues[node.name].ask(RequeueParked())
+                    self.cluster_queues[node.name].tell(RequeueParked())
                 stack.extend(node.children)
         return changed
 

@@ -6,7 +6,7 @@ scheduler's ``WorkloadInfo``), never copied.
 
 Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Release.
 Down the tree: Evict (a reclaim: release a victim and requeue it).
-Coordinator -> ClusterQueue: PopHead, Enqueue, Requeue, RequeueParked, Confirm, Report.
+Coordinator -> ClusterQueue: Nominate (a round's head and balance), PopHead, Enqueue, Requeue, RequeueParked, Confirm, Report.
 Coordinator -> any node: Report, Configure, Recharge.
 """
 
@@ -71,6 +71,15 @@ class Recharge(Msg):
 
 class PopHead(Msg):
     pass
+
+
+class Nominate(Msg):
+    """Pop this round's head and report the balance and admissions in the same reply."""
+
+
+class Nomination(Msg):
+    head: Any
+    report: NodeReport
 
 
 class Enqueue(Msg):

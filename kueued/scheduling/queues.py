@@ -117,15 +117,17 @@ class PendingQueue:
             self._inflight = None
         if not self.strict and reason == RequeueReason.PENDING_PREEMPTION:
             self.sticky = wl.key
-        if self.strict:
-            immediate = reason != RequeueReason.NAMESPACE_MISMATCH
-        else:
-            immediate = reason in (RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION)
-        if immediate:
+        if not self.parks(reason):
             self.push(wl)
         else:
             self._items.pop(wl.key, None)
             self.inadmissible[wl.key] = wl
+
+    def parks(self, reason: str) -> bool:
+        """Does a head requeued for ``reason`` go to the inadmissible set (not straight back)?"""
+        if self.strict:
+            return reason == RequeueReason.NAMESPACE_MISMATCH
+        return reason not in (RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION)
 
     def requeue_inadmissible(self) -> int:
         moved = list(self.inadmissible.values())
