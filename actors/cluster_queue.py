@@ -13,9 +13,11 @@ from typing import Any
 
 from actors.messages import (
     Admit,
+    Adopt,
     Enqueue,
     Evict,
     Fingerprint,
+    Finish,
     Forget,
     Granted,
     NodeReport,
@@ -80,6 +82,17 @@ class ClusterQueueActor(NodeActor):
                 wl.evictions += 1
                 self.queue.push(wl)
                 return True
+            case Finish(key=key):
+                wl = self.admitted.pop(key, None)
+                if wl is None:
+                    return self.queue.remove(key) is not None
+                await self.release(key, wl.usage)
+                return True
+            case Adopt(workload=wl):
+                if wl.key in self.admitted:
+                    return None
+                self.admitted[wl.key] = wl
+                return await self.reserve(wl.key, wl.usage, force=True)
             case Report():
                 return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
             case Recharge():

@@ -35,13 +35,16 @@ from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
 from actors.messages import (
     Admit,
+    Adopt,
     Configure,
     Denied,
     Enqueue,
     Evict,
+    Finish,
+    Forget,
+    NodeReport,
     Nominate,
     Nomination,
-    NodeReport,
     Recharge,
     Report,
     Requeue,
@@ -55,7 +58,8 @@ from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import Snapshot
-from kueued.world import World
+from kueued.scheduling.workload import WorkloadInfo
+from kueued.world import Change, World
 
 __all__ = ["Coordinator"]
 
@@ -112,6 +116,7 @@ class Coordinator:
             await self._actor(item.name, node.is_cohort).ask(Configure(node.limits, node.subtree, parent))
         for actor in self.cluster_queues.values():
             await actor.ask(Recharge())
+            actor.tell(RequeueParked())  # a quota or tree change may let parked workloads in
         await self.route_all()
 
     def _actor(self, name: str, is_cohort: bool) -> NodeActor:
@@ -123,9 +128,8 @@ class Coordinator:
         for wl in self.world.workloads.values():
             if wl.admitted:
                 actor = self.cluster_queues.get(wl.cluster_queue or "")
-                if actor is not None and wl.key not in actor.admitted:
-                    actor.admitted[wl.key] = wl
-                    await actor.reserve(wl.key, wl.usage, force=True)
+                if actor is not None:
+                    await actor.ask(Adopt(wl))
                 continue
             if wl.key in queued:
                 continue
@@ -137,6 +141,52 @@ class Coordinator:
             snap_cq = self.forest.cluster_queues[cq]
             if not snap_cq.active:
                 self.reasons[wl.key] = snap_cq.inactive_reason
+
+    # --- changes while running ---------------------------------------------------------------
+    async def apply(self, manifest: dict, tg: TaskGroup) -> Change:
+        """Apply one object to the running system (a watch event in the daemon)."""
+        old = self.world.workloads.get(_workload_key(manifest))
+        change, _ = self.world.apply(manifest)
+        await self._react(change, old, tg)
+        return change
+
+    async def delete(self, manifest: dict, tg: TaskGroup) -> Change:
+        old = self.world.workloads.get(_workload_key(manifest))
+        change, _ = self.world.delete(manifest)
+        await self._react(change, old, tg)
+        return change
+
+    async def _react(self, change: Change, old: WorkloadInfo | None, tg: TaskGroup) -> None:
+        if change is Change.TOPOLOGY:
+            await self.sync_topology(tg)
+        elif change is Change.ROUTING:
+            await self._reroute_pending()
+        elif change is Change.WORKLOAD:
+            if old is not None:
+                await self._drop(old)
+            await self.route_all()
+
+    async def _drop(self, wl: WorkloadInfo) -> None:
+        """Take a workload's old version out of its queue or, if admitted, release its quota."""
+        for name, actor in self.cluster_queues.items():
+            if await actor.ask(Finish(wl.key)) and wl.admitted:
+                self._requeue_tree(name)
+
+    async def _reroute_pending(self) -> None:
+        for wl in self.world.workloads.values():
+            if not wl.admitted:
+                for actor in self.cluster_queues.values():
+                    await actor.ask(Forget(wl.key))
+        await self.route_all()
+
+    def _requeue_tree(self, cq_name: str) -> None:
+        root = self.forest.cluster_queues[cq_name].node.root()
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if not node.is_cohort:
+                self.cluster_queues[node.name].tell(RequeueParked())
+            stack.extend(node.children)
 
     # --- rounds ------------------------------------------------------------------------------
     async def assemble(self) -> Snapshot:
@@ -221,13 +271,7 @@ class Coordinator:
                 changed = True
             actor.tell(Requeue(e.wl, e.reason))
         for name in touched:
-            root = self.forest.cluster_queues[name].node.root()
-            stack = [root]
-            while stack:
-                node = stack.pop()
-                if not node.is_cohort:
-                    self.cluster_queues[node.name].tell(RequeueParked())
-                stack.extend(node.children)
+            self._requeue_tree(name)
         return changed
 
     async def run_to_quiescence(self, *, max_rounds: int = 100_000) -> int:
@@ -239,6 +283,11 @@ class Coordinator:
     def stop(self) -> None:
         for a in [*self.cluster_queues.values(), *self.cohorts.values()]:
             a.stop()
+
+
+def _workload_key(manifest: dict) -> str:
+    meta = manifest.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}" if manifest.get("kind") == "Workload" else ""
 
 
 async def simulate_world(world: World, port: ApiPort, *, preemptor, iterate) -> Coordinator:

@@ -118,5 +118,17 @@ class Evict(Msg):
     key: str
 
 
+class Finish(Msg):
+    """The workload finished or was deleted: release its quota, do not requeue it."""
+
+    key: str
+
+
+class Adopt(Msg):
+    """Hold a workload that is already admitted (a restart, an update): charge its usage as is."""
+
+    workload: Any
+
+
 class Fingerprint(Msg):
     pass

@@ -1,0 +1,86 @@
+"""The tree changes while the actors run: updates, shrinks, reparenting, deletions.
+
+Each step applies one object to the running coordinator (as a watch event would),
+runs to quiescence, and checks that nothing was admitted beyond what the tree allows
+at the time of admission, that nothing crashed, and what the step should change.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from actors.coordinator import Coordinator
+from kueued.kube.port import InMemoryPort
+from kueued.quota import node as qn
+from kueued.scheduling.run import make_iterate, make_preemptor
+from kueued.world import World
+from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
+
+FR = ("default", "cpu")
+
+
+def admitted(world: World) -> set[str]:
+    return {k for k, w in world.workloads.items() if w.admitted}
+
+
+def test_tree_changes_while_running() -> None:
+    world = World()
+
+    async def main() -> None:
+        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
+        async with anyio.create_task_group() as tg:
+            async def step(*manifests, delete=False):
+                for m in manifests:
+                    await (coord.delete(m, tg) if delete else coord.apply(m, tg))
+                await coord.run_to_quiescence()
+                snap = await coord.assemble()
+                return snap
+
+            base = [namespace("ns"), flavor("default"), cohort("org", quotas("default", cpu="0")),
+                    cohort("team-a", parent="org"), cohort("team-b", quotas("default", cpu="4"), parent="org"),
+                    cluster_queue("cq-a", quotas("default", cpu="4"), cohort="team-a"),
+                    cluster_queue("cq-b", quotas("default", cpu="0"), cohort="team-b"),
+                    local_queue("a", "ns", "cq-a"), local_queue("b", "ns", "cq-b")]
+            await coord.sync_topology(tg)
+            jobs = [workload(f"w{i}", "ns", "a", created=i, cpu="2") for i in range(6)]
+            snap = await step(*base, *jobs)
+            # cq-a: 4 own + 4 lent by team-b through org = 8 cpu = four workloads
+            assert admitted(world) == {"ns/w0", "ns/w1", "ns/w2", "ns/w3"}
+            assert qn.violations(snap.nodes()) == []
+
+            # shrink cq-a's quota below its usage: nothing new, nothing evicted, nothing crashes
+            snap = await step(cluster_queue("cq-a", quotas("default", cpu="1"), cohort="team-a"))
+            assert admitted(world) == {"ns/w0", "ns/w1", "ns/w2", "ns/w3"}
+            assert snap.cluster_queues["cq-a"].usage(FR) == 8000
+
+            # a workload finishes (is deleted): usage falls, but still above what cq-a may hold now
+            snap = await step(jobs[0], delete=True)
+            assert "ns/w0" not in world.workloads
+            assert snap.cluster_queues["cq-a"].usage(FR) == 6000
+            assert admitted(world) == {"ns/w1", "ns/w2", "ns/w3"}
+
+            # reparent cq-a under team-b, and give team-b more: the tree admits again, within limits
+            snap = await step(cohort("team-b", quotas("default", cpu="12"), parent="org"),
+                              cluster_queue("cq-a", quotas("default", cpu="1"), cohort="team-b"))
+            assert snap.cluster_queues["cq-a"].node.parent.name == "team-b"
+            assert admitted(world) == {"ns/w1", "ns/w2", "ns/w3", "ns/w4", "ns/w5"}
+            assert qn.violations(snap.nodes()) == []
+
+            # delete a Cohort that cq-b still names: it lives on as an implicit cohort (no quota)
+            snap = await step(cohort("team-b", parent="org"), delete=True)
+            assert "team-b" in snap.cohorts and not snap.cohorts["team-b"].explicit
+            assert snap.cohorts["team-b"].node.subtree.get(FR, 0) == 1000  # only cq-a's nominal
+            extra = workload("late", "ns", "b", created=99, cpu="1")
+            await step(extra)
+            assert not world.workloads["ns/late"].admitted  # over quota now: waits, no crash
+
+            # a cycle in the cohort graph: those queues go inactive, the rest keeps working
+            snap = await step(cohort("team-b", parent="team-x"), cohort("team-x", parent="team-b"),
+                              cluster_queue("cq-c", quotas("default", cpu="2"), cohort="team-a"),
+                              local_queue("c", "ns", "cq-c"), workload("elsewhere", "ns", "c", created=100, cpu="2"))
+            assert not snap.cluster_queues["cq-a"].active and not snap.cluster_queues["cq-b"].active
+            assert snap.cluster_queues["cq-c"].active
+            assert world.workloads["ns/elsewhere"].admitted
+            coord.stop()
+
+    anyio.run(main)
