@@ -87,7 +87,7 @@ class Coordinator:
     async def sync_topology(self, tg: TaskGroup) -> None:
         w = self.world
         self.forest = build_forest(cluster_queues=w.cluster_queues, cohorts=w.cohorts, flavors=w.flavors,
-                                   fair_sharing=w.settings.fair_sharing)
+                                   fair_sharing=w.settings.fair_sharing, settings=w.settings)
         for name, cq in self.forest.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
             actor = self.cluster_queues.get(name)

@@ -18,6 +18,7 @@ EPILOG = """examples:
   kueued simulate config/examples/organisation.yaml            # a table for people
   kueued simulate scenario.yaml --output json                  # FORMAT.md's JSON
   kueued validate manifests/*.yaml                             # refuse what Kueue would
+  kueued --log-format json --log-level INFO run --manifests /etc/kueued/manifests
 """
 
 
@@ -37,6 +38,14 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
     sim.add_argument("--engine", choices=["actors", "sync"], default="actors",
                      help="actors (default): one actor per ClusterQueue and Cohort; sync: the pure core")
+    run = sub.add_parser("run", help="run the daemon (objects from a manifest directory until the "
+                                     "Kubernetes layer lands)",
+                         description="Start one actor per ClusterQueue and Cohort and a root coordinator; "
+                                     "apply objects from --manifests as they appear, change or disappear, and "
+                                     "schedule after every change. Decisions are logged as structured events.")
+    run.add_argument("--manifests", type=Path, default=Path("/etc/kueued/manifests"),
+                     help="directory of YAML manifests to watch (default: /etc/kueued/manifests)")
+    run.add_argument("--interval", type=float, default=2.0, help="seconds between directory scans")
     val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
     val.add_argument("files", nargs="+", type=Path)
     return ap
@@ -51,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             return _simulate(args)
         if args.command == "validate":
             return _validate(args)
+        if args.command == "run":
+            return _run(args)
     except KueuedError as exc:
         print(f"kueued: {exc}", file=sys.stderr)
         return 2
@@ -70,6 +81,18 @@ def _simulate(args: argparse.Namespace) -> int:
     else:
         from kueued.table import render
         render(report)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from actors.daemon import run_daemon
+    from kueued.kube.port import InMemoryPort
+    if not args.manifests.is_dir():
+        print(f"kueued: --manifests {args.manifests} is not a directory", file=sys.stderr)
+        return 2
+    anyio.run(run_daemon, args.manifests, InMemoryPort(), args.interval)
     return 0
 
 

@@ -50,7 +50,7 @@ class Engine:
     def rebuild(self) -> None:
         w = self.world
         self.state = build_forest(cluster_queues=w.cluster_queues, cohorts=w.cohorts, flavors=w.flavors,
-                                  fair_sharing=w.settings.fair_sharing)
+                                  fair_sharing=w.settings.fair_sharing, settings=w.settings)
         for name, cq in self.state.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
             q = self.queues.get(name)

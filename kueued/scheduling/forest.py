@@ -10,6 +10,7 @@ under a cohort cycle, or when it is stopped; its workloads are never scheduled.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from kueued.model import api
 from kueued.model.quantity import parse
@@ -39,9 +40,10 @@ def edges_of(cluster_queues: Mapping[str, api.ClusterQueue], cohorts: Mapping[st
 
 
 def build_forest(*, cluster_queues: Mapping[str, api.ClusterQueue], cohorts: Mapping[str, api.Cohort],
-                 flavors: dict[str, api.ResourceFlavor], fair_sharing: bool = False) -> Snapshot:
+                 flavors: dict[str, api.ResourceFlavor], fair_sharing: bool = False,
+                 settings: Any = None) -> Snapshot:
     edges = edges_of(cluster_queues, cohorts)
-    snap = Snapshot(flavors=flavors, fair_sharing=fair_sharing)
+    snap = Snapshot(flavors=flavors, fair_sharing=fair_sharing, settings=settings)
     for name in edges.cohorts:
         obj = cohorts.get(name)
         node = QuotaNode(name, is_cohort=True)

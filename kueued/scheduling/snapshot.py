@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from kueued.model import api
 from kueued.quota import node as qn
@@ -106,7 +107,9 @@ def _weight(fs: api.FairSharing | None) -> float:
 class Snapshot:
     """Every ClusterQueue and Cohort of the forest, with their nodes linked."""
 
-    def __init__(self, *, flavors: dict[str, api.ResourceFlavor], fair_sharing: bool = False) -> None:
+    def __init__(self, *, flavors: dict[str, api.ResourceFlavor], fair_sharing: bool = False,
+                 settings: Any = None) -> None:
+        self.settings = settings  # kueued.world.Settings of the run (feature gates, strategies)
         self.cluster_queues: dict[str, ClusterQueueSnapshot] = {}
         self.cohorts: dict[str, CohortSnapshot] = {}
         self.flavors = flavors
@@ -154,7 +157,7 @@ class Snapshot:
 
     def clone(self) -> Snapshot:
         """A private copy for one cycle: new nodes with copied usage, shared specs."""
-        out = Snapshot(flavors=self.flavors, fair_sharing=self.fair_sharing)
+        out = Snapshot(flavors=self.flavors, fair_sharing=self.fair_sharing, settings=self.settings)
         mapping: dict[int, QuotaNode] = {}
         for old in self.nodes():
             new = QuotaNode(old.name, is_cohort=old.is_cohort)

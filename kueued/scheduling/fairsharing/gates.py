@@ -5,14 +5,11 @@ else takes Kueue's default (``pkg/features/kube_features.go``).
 
 The admission order (:func:`~kueued.scheduling.fairsharing.ordering.fair_order`) is
 called with the cycle's entries and snapshot only, but two of its rules are gated.
-The preemptor for the same cycle is built from ``(snapshot, settings)`` before the
-order runs, so it files the settings against the snapshot here (weakly: a snapshot
-lives one cycle) and the order looks them up.
+The snapshot carries the run's settings (``Snapshot.settings``), so the order reads
+them from there.
 """
 
 from __future__ import annotations
-
-from weakref import WeakKeyDictionary
 
 from kueued.scheduling.snapshot import Snapshot
 from kueued.world import Settings
@@ -28,8 +25,6 @@ DEFAULTS: dict[str, bool] = {
     "PrioritySortingWithinCohort": True,
 }
 
-_BY_SNAPSHOT: WeakKeyDictionary[Snapshot, Settings] = WeakKeyDictionary()
-
 
 def enabled(settings: Settings | None, gate: str) -> bool:
     if settings is not None and gate in settings.feature_gates:
@@ -38,8 +33,8 @@ def enabled(settings: Settings | None, gate: str) -> bool:
 
 
 def remember_settings(snapshot: Snapshot, settings: Settings) -> None:
-    _BY_SNAPSHOT[snapshot] = settings
+    snapshot.settings = settings
 
 
 def settings_of(snapshot: Snapshot) -> Settings | None:
-    return _BY_SNAPSHOT.get(snapshot)
+    return snapshot.settings

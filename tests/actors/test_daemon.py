@@ -1,0 +1,50 @@
+"""The daemon: objects appear, change and disappear in its manifest directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import yaml
+
+from actors.daemon import run_daemon, sd_notify
+from kueued.kube.port import InMemoryPort
+from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+
+
+def _write(path: Path, docs: list[dict]) -> None:
+    path.write_text(yaml.safe_dump_all(docs))
+
+
+def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
+    _write(tmp_path / "queues.yaml", [namespace("ns"), flavor("default"),
+                                      cluster_queue("cq", quotas("default", cpu="2")), local_queue("lq", "ns", "cq")])
+    _write(tmp_path / "jobs.yaml", [workload("a", "ns", "lq", created=1, cpu="2"),
+                                    workload("b", "ns", "lq", created=2, cpu="2")])
+    port = InMemoryPort()
+    seen: list[set[str]] = []
+
+    def settled(coord) -> None:
+        seen.append({k for k, w in coord.world.workloads.items() if w.admitted})
+        if len(seen) == 1:
+            (tmp_path / "jobs.yaml").write_text(yaml.safe_dump_all([workload("b", "ns", "lq", created=2, cpu="2")]))
+            (tmp_path / "broken.yaml").write_text("kind: [")
+        elif len(seen) == 2:
+            scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(tmp_path, port, interval=0.01, on_settled=settled, handle_signals=False)
+
+    scope: anyio.CancelScope
+    anyio.run(main)
+    assert seen[0] == {"ns/a"}
+    # a was deleted from the directory: its quota came back and b got in; the broken file changed nothing
+    assert seen[1] == {"ns/b"}
+    assert [c.workload for c in port.log if c.kind == "admit"] == ["ns/a", "ns/b"]
+
+
+def test_sd_notify_is_a_no_op_outside_systemd(monkeypatch) -> None:
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert sd_notify("READY=1") is False
