@@ -147,6 +147,7 @@ class World:
             prev = self.workloads.get(wl.key)
             if prev is not None:
                 wl.evictions = prev.evictions
+                wl.victims = prev.victims
             self.workloads[wl.key] = wl
             return Change.WORKLOAD
         return Change.NONE

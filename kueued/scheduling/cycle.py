@@ -96,10 +96,25 @@ Iterate = Callable[[list[Entry], Snapshot], Iterator[Entry]]
 
 
 def classical_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]:
+    """Kueue's ``makeClassicalIterator``: preemptors waiting for their evictions first, then
+    lower borrowing level, higher priority, older.
+
+    Putting preemptors first is Kueue's PrioritizePreemptorWorkloads gate (alpha there, on by
+    default here): without it a victim that borrows at a lower level than its preemptor takes
+    its quota back in the very next cycle, and the two flop forever (found by the no-flopping
+    property).  A Configuration can still turn the gate off.
+    """
+    first = _gate(snapshot, "PrioritizePreemptorWorkloads", default=True)
     ordered = sorted(entries, key=lambda e: (
+        not (first and e.wl.preempting),
         e.assignment.borrowing if e.assignment is not None else 0,
         -e.wl.priority, e.wl.created, e.wl.uid))
     return iter(ordered)
+
+
+def _gate(snapshot: Snapshot, name: str, *, default: bool) -> bool:
+    gates = getattr(snapshot.settings, "feature_gates", None) or {}
+    return bool(gates.get(name, default))
 
 
 def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
@@ -112,6 +127,8 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
     victims: dict[str, WorkloadInfo] = {}
     for e in iterate(nominated, snapshot):
         _process(snapshot, e, victims, preemptor, result)
+    for e in result.entries:  # settle: only a head that issued evictions this cycle keeps waiting
+        e.wl.preempting = e.status == "preempting"
     return result
 
 
@@ -138,6 +155,13 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
     elif e.mode.needs_preemption:
         e.targets = preemptor.get_targets(cq, wl, e.assignment)
         e.message = e.assignment.message()
+        again = sorted(t.workload.key for t in e.targets if t.workload.key in wl.victims)
+        if again:
+            # A preemptor never evicts the same workload twice: every eviction then uses up a
+            # distinct (preemptor, victim) pair, so a run cannot flop forever (issue 3).  The
+            # preemptor waits, as a head with no candidates does.
+            e.targets = []
+            e.message += f"; would evict {', '.join(again)} a second time, waits instead"
     return e
 
 
@@ -178,6 +202,7 @@ def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], pre
             if t.workload.key not in victims:
                 victims[t.workload.key] = t.workload
                 result.evictions.append((t, e))
+            e.wl.victims.add(t.workload.key)
         e.status, e.reason = "preempting", RequeueReason.PENDING_PREEMPTION
         e.message = f"pending the preemption of {len(e.targets)} workload(s)"
         return

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from actors.simulation import run_actors
@@ -39,8 +39,13 @@ def scenarios(draw) -> list[dict]:
         if lending is not None and int(lending) > int(nominal):
             lending = nominal
         reclaim = draw(policy)
-        preemption = {"withinClusterQueue": draw(st.sampled_from(["Never", "LowerPriority"])),
-                      "reclaimWithinCohort": reclaim}
+        preemption: dict = {"withinClusterQueue": draw(st.sampled_from(
+                                ["Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any"])),
+                            "reclaimWithinCohort": reclaim}
+        if reclaim != "Never" and draw(st.booleans()):
+            preemption["borrowWithinCohort"] = {"policy": "LowerPriority"}
+            if draw(st.booleans()):
+                preemption["borrowWithinCohort"]["maxPriorityThreshold"] = draw(st.sampled_from([0, 5]))
         docs.append(cluster_queue(
             f"cq{i}", quotas("default", cpu=(nominal, draw(maybe_cpu), lending)), quotas("spot", cpu=draw(cpu)),
             cohort=f"co{draw(st.integers(0, n_cohorts - 1))}",
@@ -50,6 +55,17 @@ def scenarios(draw) -> list[dict]:
         docs.append(workload(f"w{w}", "ns", f"lq{draw(st.integers(0, n_cq - 1))}", created=w,
                              priority=draw(st.sampled_from([0, 0, 5, 10])), cpu=draw(st.integers(1, 6).map(str))))
     return docs
+
+
+@st.composite
+def two_waves(draw) -> tuple[list[dict], list[dict]]:
+    """A scenario, then a second wave of higher-priority workloads once the first has settled."""
+    docs = draw(scenarios())
+    n_cq = sum(1 for d in docs if d["kind"] == "ClusterQueue")
+    wave = [workload(f"late{w}", "ns", f"lq{draw(st.integers(0, n_cq - 1))}", created=100 + w,
+                     priority=draw(st.sampled_from([5, 10, 20])), cpu=draw(st.integers(1, 6).map(str)))
+            for w in range(draw(st.integers(1, 6)))]
+    return docs, wave
 
 
 def _final_state(docs: list[dict]) -> tuple[Engine, World]:
@@ -62,11 +78,21 @@ def _final_state(docs: list[dict]) -> tuple[Engine, World]:
     return engine, world
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
-def test_no_node_exceeds_the_tree_and_runs_end(docs) -> None:
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(two_waves())
+def test_no_node_exceeds_the_tree_and_runs_end(waves) -> None:
+    """No over-admission and no flopping (KEP-1337): 2,000 random trees, policies and two
+    waves of workloads, the second arriving (with higher priorities) after the first settled."""
+    docs, wave = waves
     engine, world = _final_state(docs)
     assert engine.cycles < 500, "no quiescence: the run flops"
+    for d in wave:
+        world.apply(d)
+    engine.rebuild()
+    before = engine.cycles
+    engine.run(max_cycles=500)
+    event(f"evictions: {'some' if engine.events else 'none'}")
+    assert engine.cycles - before < 500, "no quiescence: the run flops"
     assert qn.violations(engine.state.nodes()) == []
     # and usage is conserved up the tree
     for co in engine.state.cohorts.values():

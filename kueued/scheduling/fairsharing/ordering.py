@@ -44,27 +44,10 @@ from kueued.scheduling.fairsharing.share import DRS, NEGATIVE, Shares, compare
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["fair_order", "Tournament", "TargetOrdering", "almost_lcas", "preemptors_in_progress",
+__all__ = ["fair_order", "Tournament", "TargetOrdering", "almost_lcas",
            "cluster_queues_under"]
 
 
-class _PreemptorMemory:
-    """Workloads that issued preemptions in an earlier cycle and are not settled yet."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[str, WorkloadInfo] = {}
-
-    def waiting(self, wl: WorkloadInfo) -> bool:
-        return self._waiting.get(wl.key) is wl
-
-    def settle(self, e: Entry) -> None:
-        if e.status == "preempting":
-            self._waiting[e.wl.key] = e.wl
-        elif self._waiting.get(e.wl.key) is e.wl:
-            del self._waiting[e.wl.key]
-
-
-preemptors_in_progress = _PreemptorMemory()
 
 
 class Tournament:
@@ -102,7 +85,7 @@ class Tournament:
 
     def less(self, a: Entry, b: Entry, parent: QuotaNode) -> bool:
         if self.prioritize_preemptors:
-            pa, pb = preemptors_in_progress.waiting(a.wl), preemptors_in_progress.waiting(b.wl)
+            pa, pb = a.wl.preempting, b.wl.preempting
             if pa != pb:
                 return pa
         da, db = self.values[(id(parent), a.wl.key)], self.values[(id(parent), b.wl.key)]
@@ -176,8 +159,6 @@ def fair_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]:
         if not queue:
             del by_cq[chosen.cq]
         yield chosen
-        if tournament.prioritize_preemptors:
-            preemptors_in_progress.settle(chosen)
 
 
 # --- victim queue order ------------------------------------------------------------------------
