@@ -68,26 +68,34 @@ class World:
     # --- the door ----------------------------------------------------------------------------
     def apply(self, manifest: dict[str, Any]) -> tuple[Change, str]:
         """Validate and store one manifest; returns what changed and the object's key."""
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("metadata", {}), dict):
+            key = f"{manifest.get('kind', '?')}/?" if isinstance(manifest, dict) else "?"
+            self.rejected[key] = "metadata: must be a mapping"
+            return Change.REJECTED, key
         key = api.object_key(manifest)
         kind = manifest.get("kind")
         old = self.raw.get(key)
-        if kind == "ElasticQuota":
-            errors = self._validate_elastic(manifest, old)
-        elif kind in api.KINDS:
-            errors = _validate(manifest, old)
-        else:
-            return Change.NONE, key
-        obj = None
-        if not errors and kind in api.KINDS:
-            try:
+        try:
+            if kind == "ElasticQuota":
+                errors = self._validate_elastic(manifest, old)
+            elif kind in api.KINDS:
+                errors = _validate(manifest, old)
+            else:
+                return Change.NONE, key
+            obj = None
+            if not errors and kind in api.KINDS:
                 obj = api.decode(manifest)
-            except msgspec.ValidationError as exc:
-                errors = [FieldError("", str(exc))]
-        if errors:
-            self.rejected[key] = "; ".join(str(e) for e in errors)
-            return Change.REJECTED, key
-        self.raw[key] = manifest
-        return self._store(kind, key, manifest, obj), key
+            if not errors:
+                change = self._store(kind, key, manifest, obj)
+                self.raw[key] = manifest
+                return change, key
+        except msgspec.ValidationError as exc:
+            errors = [FieldError("", str(exc))]
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # A rule we did not anticipate: refuse the object, keep the daemon alive.
+            errors = [FieldError("", f"cannot be read ({type(exc).__name__}: {exc})")]
+        self.rejected[key] = "; ".join(str(e) for e in errors)
+        return Change.REJECTED, key
 
     def delete(self, manifest: dict[str, Any]) -> tuple[Change, str]:
         key = api.object_key(manifest)

@@ -1,0 +1,64 @@
+"""The single door for objects: bad input is refused with a reason, never a crash."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kueued.simulate import simulate
+from kueued.world import Change, World
+from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+
+KINDS = ["ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "Workload", "WorkloadPriorityClass",
+         "Namespace", "Configuration", "ElasticQuota", "Node"]
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=6),
+                    st.sampled_from(["1", "-1", "500m", "1Gi", "abc", "Never", "Any", "default"]))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                       st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                      max_leaves=12)
+
+
+@st.composite
+def mangled(draw) -> dict:
+    """A valid object with one field replaced by junk, or junk of a known kind."""
+    base = draw(st.sampled_from([
+        namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="2")),
+        local_queue("lq", "ns", "cq"), workload("w", "ns", "lq", cpu="1")]))
+    doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    where = draw(st.sampled_from(["spec", "metadata", "status", "kind"]))
+    if where == "kind":
+        doc["kind"] = draw(st.sampled_from(KINDS))
+    elif where == "spec" and isinstance(doc.get("spec"), dict):
+        doc["spec"][draw(st.sampled_from(["resourceGroups", "podSets", "clusterQueue", "queueName",
+                                          "cohortName", "nodeLabels", "priority"]))] = draw(values)
+    else:
+        doc[where] = draw(values)
+    return doc
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(mangled(), min_size=1, max_size=6))
+def test_bad_objects_never_crash_and_the_rest_still_schedules(docs) -> None:
+    good = [namespace("ok"), flavor("f"), cluster_queue("good", quotas("f", cpu="1")),
+            local_queue("q", "ok", "good"), workload("fine", "ok", "q", cpu="1")]
+    report = simulate([*docs, *good])
+    assert report.workloads["ok/fine"].state == "admitted"
+    for key, why in report.rejected.items():
+        assert why.strip(), key
+
+
+def test_a_refused_update_keeps_the_earlier_version() -> None:
+    world = World()
+    world.apply(cluster_queue("cq", quotas("default", cpu="2")))
+    change, key = world.apply(cluster_queue("cq", quotas("default", cpu="-1")))
+    assert change is Change.REJECTED and key == "ClusterQueue/cq"
+    assert "nominalQuota" in world.rejected[key]
+    assert world.cluster_queues["cq"].spec.resource_groups[0].flavors[0].resources[0].nominal_quota == "2"
+
+
+def test_not_a_mapping_is_refused_with_a_reason() -> None:
+    world = World()
+    change, _ = world.apply({"kind": "ClusterQueue", "metadata": "oops"})
+    assert change is Change.REJECTED
+    assert "metadata" in next(iter(world.rejected.values()))
