@@ -56,6 +56,7 @@ from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import Iterate, Preemptor, classical_order, run_cycle
 from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
+from kueued.scheduling.policies import local_queue_hook
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import WorkloadInfo
@@ -100,7 +101,7 @@ class Coordinator:
                     actor.stop()
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
-            self.cluster_queues[name].queue.usage_of = afs.usage_hook(self, cq)  # KEP-4136 ordering
+            self.cluster_queues[name].queue.usage_of = afs.usage_hook(self, cq) or local_queue_hook(self, cq)
             self.cluster_queues[name].active = cq.active
         for name in self.forest.cohorts:
             if name not in self.cohorts:

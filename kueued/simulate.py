@@ -6,11 +6,20 @@ the engine to quiescence and reports per workload its state, ClusterQueue, flavo
 preemption count and (for a pending one) the reason; plus the refused objects and,
 for ElasticQuota trees, each group's runtime quota.  The JSON shape is
 ``../shared/conformance/FORMAT.md``'s.
+
+``queues`` says why one team went first: per Cohort and ClusterQueue (tree order) what
+its subtree holds at the end of the run against the quota it owns (every nominal quota
+in it), and the share its parent ranked it by: Kueue's weighted share under fair
+sharing, else the parent's ``kueued.io/admission-policy`` number
+(``kueued.scheduling.policies.shares``); and per LocalQueue of a ``fair`` ClusterQueue
+its share there.  Shares are per mille.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +28,15 @@ import yaml
 
 from kueued.errors import ManifestError
 from kueued.model.quantity import format_milli
+from kueued.quota.node import FR, QuotaNode
 from kueued.scheduling.explain import explain
+from kueued.scheduling.fairsharing.share import Shares, parse_weight
 from kueued.scheduling.snapshot import Snapshot
 from kueued.world import World
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 
-__all__ = ["load_manifests", "Report", "WorkloadReport", "simulate"]
+__all__ = ["load_manifests", "Report", "WorkloadReport", "QueueReport", "simulate"]
 
 
 class WorkloadReport(msgspec.Struct, omit_defaults=True, rename="camel"):
@@ -36,12 +47,27 @@ class WorkloadReport(msgspec.Struct, omit_defaults=True, rename="camel"):
     reason: str | None = None
 
 
+class QueueReport(msgspec.Struct, omit_defaults=True, rename="camel"):
+    """A Cohort, ClusterQueue or LocalQueue at the end of the run (amounts: flavor -> resource -> quantity)."""
+
+    kind: str
+    parent: str | None = None
+    depth: int = 0
+    policy: str | None = None       # its kueued.io/admission-policy
+    weight: str | None = None       # spec.fairSharing.weight, when set
+    usage: dict[str, dict[str, str]] = {}
+    quota: dict[str, dict[str, str]] = {}
+    share: int | None = None        # per mille, ceil; 2**63-1 stands for +Inf (Kueue's weightedShare)
+    share_basis: str | None = None  # fairSharing | fair | capacity: what ``share`` measures
+
+
 class Report(msgspec.Struct, rename="camel"):
     workloads: dict[str, WorkloadReport]
     rejected: dict[str, str]
     quota_groups: dict[str, dict[str, dict[str, str]]] = {}
     evictions: list[dict[str, str]] = []
     cycles: int = 0
+    queues: dict[str, QueueReport] = {}
 
 
 def load_manifests(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
@@ -99,7 +125,81 @@ def report_from(world: World, *, reasons: dict[str, str], unrouted: dict[str, st
         if key.startswith("Workload/") and key.split("/", 1)[1] not in workloads:
             workloads[key.split("/", 1)[1]] = WorkloadReport("pending", reason="rejected: " + world.rejected[key])
     evictions = [{"workload": w, "by": by, "reason": why} for kind, w, by, why in events if kind == "evicted"]
-    return Report(workloads=workloads, rejected=dict(world.rejected), evictions=evictions, cycles=cycles)
+    queues = queue_reports(world, snapshot) if snapshot is not None else {}
+    return Report(workloads=workloads, rejected=dict(world.rejected), evictions=evictions, cycles=cycles,
+                  queues=queues)
+
+
+def queue_reports(world: World, snapshot: Snapshot) -> dict[str, QueueReport]:
+    """Usage against quota and the ranking share of every node, roots first, depth first."""
+    from kueued.scheduling import policies as pol
+    fair_sharing = Shares(snapshot) if snapshot.fair_sharing else None
+    out: dict[str, QueueReport] = {}
+    stack = [(n, 0) for n in sorted((n for n in snapshot.nodes() if n.parent is None), key=_tree_order,
+                                    reverse=True)]
+    while stack:
+        node, depth = stack.pop()
+        obj = (world.cohorts if node.is_cohort else world.cluster_queues).get(node.name)
+        spec = snapshot.owner(node).spec
+        fs = spec.fair_sharing if spec is not None else None
+        used, quota = pol.consumption(node), pol.owned(node)
+        row = QueueReport("Cohort" if node.is_cohort else "ClusterQueue", depth=depth,
+                          parent=node.parent.name if node.parent is not None else None,
+                          policy=obj.metadata.annotations.get(pol.ADMISSION_POLICY) if obj is not None else None,
+                          weight=_quantity(fs.weight if fs is not None else None),
+                          usage=_by_flavor({fr: used.get(fr, 0) for fr in {*quota, *used}}),
+                          quota=_by_flavor(quota))
+        ranked_by = pol.policy_of(world.cohorts.get(node.parent.name)) if node.parent is not None else pol.FIFO
+        if fair_sharing is not None:
+            row.share, row.share_basis = fair_sharing.of(node).rounded(), "fairSharing"
+        elif ranked_by == pol.FAIR:
+            assert node.parent is not None
+            share = pol.fair_share(pol.per_resource(used), pol.capacity_of(node.parent), weight=parse_weight(fs))
+            row.share, row.share_basis = _per_mille(share), "fair"
+        elif ranked_by == pol.CAPACITY:
+            row.share, row.share_basis = _per_mille(pol.guarantee_in_use(node, used)), "capacity"
+        out[f"{row.kind}/{node.name}"] = row
+        if not node.is_cohort and fair_sharing is None and pol.policy_of(obj) == pol.FAIR:
+            out.update(_local_queue_reports(world, node, depth + 1))
+        stack.extend((c, depth + 1) for c in sorted(node.children, key=_tree_order, reverse=True))
+    return out
+
+
+def _local_queue_reports(world: World, cq: QuotaNode, depth: int) -> dict[str, QueueReport]:
+    from kueued.scheduling import policies as pol
+    held = pol.local_queue_usage(world, cq.name)
+    capacity = pol.capacity_of(cq)
+    out = {}
+    for key, lq in sorted(world.local_queues.items()):
+        if lq.spec.cluster_queue != cq.name:
+            continue
+        fs, used = lq.spec.fair_sharing, held.get(key, {})
+        share = pol.fair_share(pol.per_resource(used), capacity, weight=parse_weight(fs))
+        out[f"LocalQueue/{key}"] = QueueReport("LocalQueue", parent=cq.name, depth=depth,
+                                               weight=_quantity(fs.weight if fs is not None else None),
+                                               usage=_by_flavor(used), share=_per_mille(share), share_basis="fair")
+    return out
+
+
+def _tree_order(node: QuotaNode) -> tuple[bool, str]:
+    return (not node.is_cohort, node.name)
+
+
+def _by_flavor(amounts: dict[FR, int]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for (flavor, res), v in sorted(amounts.items()):
+        out.setdefault(flavor, {})[res] = format_milli(v, resource=res)
+    return out
+
+
+def _quantity(value: str | int | float | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _per_mille(share: Fraction | float | None) -> int | None:
+    if share is None:
+        return None
+    return 2**63 - 1 if share == math.inf else math.ceil(share)
 
 
 def quantity_map(amounts: dict[str, int]) -> dict[str, str]:

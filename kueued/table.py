@@ -2,8 +2,11 @@
 
 One row per workload (state, ClusterQueue, flavors, preemptions, the reason a pending
 one waits), then one row per eviction (who preempted whom, under which policy), then
-ElasticQuota groups' runtime quota when there are any, then refused objects with the
-field and reason.  Rendered with rich; plain text when stdout is not a terminal.
+the cohort tree (each Cohort, ClusterQueue and ranked LocalQueue: admission policy,
+weight, usage against quota, and the share its parent ranked it by, which is why one
+team went first), then ElasticQuota groups' runtime quota when there are any, then
+refused objects with the field and reason.  Rendered with rich; plain text when stdout
+is not a terminal.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kueued.simulate import Report
+from kueued.simulate import QueueReport, Report
 
 _POLICY = {
     "InClusterQueue": "withinClusterQueue",
@@ -40,6 +43,8 @@ def render(report: Report, console: Console | None = None) -> None:
         for e in report.evictions:
             ev.add_row(e["workload"], e["by"], _POLICY.get(e["reason"], e["reason"]), e["reason"])
         console.print(ev)
+    if report.queues:
+        console.print(_queues(report))
     if report.quota_groups:
         qg = Table(title="Elastic quota groups")
         for col in ("group", "request", "runtime"):
@@ -62,3 +67,32 @@ def render(report: Report, console: Console | None = None) -> None:
 
 def _fmt(amounts: dict[str, str]) -> str:
     return ", ".join(f"{r}={v}" for r, v in amounts.items())
+
+
+_INFINITE = 2**63 - 1
+
+
+def _queues(report: Report) -> Table:
+    qt = Table(title="Queues (shares per mille)")
+    for col in ("queue", "policy", "weight", "usage / quota", "share", "ranked by"):
+        qt.add_column(col, overflow="fold")
+    for key, q in report.queues.items():
+        name = "  " * q.depth + key.split("/", 1)[1]
+        policy = q.policy or ""
+        if policy and q.share_basis == "fairSharing":
+            policy += " (ignored: fair sharing)"
+        share = "" if q.share is None else "inf" if q.share == _INFINITE else str(q.share)
+        if q.share is None and q.share_basis == "capacity":
+            share = "no guarantee"
+        qt.add_row(f"{name} [dim]{q.kind}[/]", policy, q.weight or "", _held(q), share, q.share_basis or "")
+    return qt
+
+
+def _held(q: QueueReport) -> str:
+    parts = []
+    for flavor in sorted({*q.usage, *q.quota}):
+        used, quota = q.usage.get(flavor, {}), q.quota.get(flavor)
+        amounts = ", ".join(f"{res} {used.get(res, '0')}" + (f"/{quota[res]}" if quota and res in quota else "")
+                            for res in sorted({*used, *(quota or {})}))
+        parts.append(f"{flavor}: {amounts}")
+    return "; ".join(parts)

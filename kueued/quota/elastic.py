@@ -33,6 +33,11 @@ float64; the two agree unless ``total * min`` exceeds 2**53 and the quotient is 
 one ulp of an integer.
 
 The system and default groups sit outside the tree: their runtime is their max.
+
+Every step is also callable one group at a time (:func:`limit_request` for what a group
+passes up, :func:`divide_runtime` for how one parent splits its total), so the actor
+engine (``actors/elastic.py``), where each group only knows its own children, computes
+exactly what :func:`compute_runtime` computes for the whole tree.
 """
 
 from __future__ import annotations
@@ -51,8 +56,8 @@ from kueued.model.koordinator import (
 
 __all__ = [
     "Resources", "ElasticGroup", "GroupQuota", "Share", "OUTSIDE_TREE",
-    "tree_children", "aggregate_requests", "hamilton_deltas", "redistribute", "scale_mins",
-    "implicit_cluster_total", "compute_runtime", "sum_resources",
+    "tree_children", "limit_request", "aggregate_requests", "hamilton_deltas", "redistribute", "scale_mins",
+    "implicit_cluster_total", "calculator_keys", "divide_runtime", "masked_runtime", "compute_runtime", "sum_resources",
 ]
 
 Resources = dict[str, int]
@@ -128,6 +133,19 @@ def _is_inner(group: ElasticGroup, children: Mapping[str, list[str]]) -> bool:
     return group.is_parent or bool(children.get(group.name))
 
 
+def limit_request(group: ElasticGroup, asked: Mapping[str, int]) -> tuple[Resources, Resources]:
+    """One group's (request, limited request) from what its children or workloads ask.
+
+    Negative amounts count as zero; a group that does not lend raises its request to its
+    min; what goes up to the parent is capped by max on max's keys only.
+    """
+    req = {r: max(v, 0) for r, v in asked.items()}
+    if not group.allow_lent_resource:
+        for r, m in group.min.items():
+            req[r] = max(req.get(r, 0), m)
+    return req, {r: min(v, group.max[r]) if r in group.max else v for r, v in req.items()}
+
+
 def aggregate_requests(
     groups: Mapping[str, ElasticGroup],
     own_requests: Mapping[str, Mapping[str, int]],
@@ -154,12 +172,7 @@ def aggregate_requests(
                     child_request[r] = child_request.get(r, 0) + v
         else:
             child_request = {r: v for r, v in (own_requests.get(name) or {}).items()}
-        req = {r: max(v, 0) for r, v in child_request.items()}
-        if not group.allow_lent_resource:
-            for r, m in group.min.items():
-                req[r] = max(req.get(r, 0), m)
-        request[name] = req
-        limited[name] = {r: min(v, group.max[r]) if r in group.max else v for r, v in req.items()}
+        request[name], limited[name] = limit_request(group, child_request)
         return limited[name]
 
     for name in sorted(groups):
@@ -266,9 +279,48 @@ def _koord(resources: Mapping[str, int]) -> dict[str, int]:
 
 
 def _calculator_keys(groups: Mapping[str, ElasticGroup], parent: str) -> list[str]:
-    if parent == ROOT_QUOTA:
-        return sorted({r for g in groups.values() for r in g.max})
-    return sorted(groups[parent].max)
+    return calculator_keys(None if parent == ROOT_QUOTA else groups[parent], groups.values())
+
+
+def calculator_keys(parent: ElasticGroup | None, groups: Iterable[ElasticGroup] = ()) -> list[str]:
+    """The resources a parent's calculator splits: its max keys; the root's are every group's."""
+    if parent is None:
+        return sorted({r for g in groups for r in g.max})
+    return sorted(parent.max)
+
+
+def divide_runtime(
+    total: Mapping[str, int],
+    children: Sequence[tuple[ElasticGroup, Mapping[str, int]]],
+    *,
+    keys: Iterable[str],
+    scale_min: bool = True,
+) -> tuple[dict[str, Resources], dict[str, Resources]]:
+    """One parent's split of ``total`` among its children: (runtime, scaled min) per child.
+
+    ``total`` and both results are in Koordinator values (the parent's own runtime as
+    its parent gave it, or the cluster's for the root); ``children`` pairs each child's
+    configuration with its limited request in milli-units.  This is all a parent needs
+    to know, so a group actor can run it on what its children told it.
+    """
+    mins = {c.name: _koord(c.min) for c, _ in children}
+    scaled = scale_mins(total, mins) if scale_min else mins
+    weights = {c.name: _koord(c.weight()) for c, _ in children}
+    runtime: dict[str, Resources] = {c.name: {} for c, _ in children}
+    for r in keys:
+        shares = [
+            Share(c.name, scaled[c.name].get(r, 0), koord_value(r, asked.get(r, 0)),
+                  weights[c.name].get(r, 0), c.allow_lent_resource)
+            for c, asked in children
+        ]
+        for name, value in redistribute(total.get(r, 0), shares).items():
+            runtime[name][r] = value
+    return runtime, {c.name: scaled[c.name] for c, _ in children}
+
+
+def masked_runtime(group: ElasticGroup, runtime: Mapping[str, int]) -> Resources:
+    """getMaskedRuntimeNoLock: a runtime in Koordinator values, in milli-units on max's keys."""
+    return {r: from_koord_value(r, runtime.get(r, 0)) for r in group.max}
 
 
 def compute_runtime(
@@ -295,22 +347,13 @@ def compute_runtime(
         kids = [c for c in children.get(parent, []) if c in reached]
         if not kids:
             continue
-        total = totals[parent]
-        mins = {c: _koord(groups[c].min) for c in kids}
-        scaled_here = scale_mins(total, mins) if scale_min else mins
+        split, scaled_here = divide_runtime(
+            totals[parent], [(groups[c], limited[c]) for c in kids],
+            keys=_calculator_keys(groups, parent), scale_min=scale_min,
+        )
         for child in kids:
-            runtime[child] = {}
+            runtime[child] = split[child]
             scaled[child] = scaled_here[child]
-        weights = {c: _koord(groups[c].weight()) for c in kids}
-        for r in _calculator_keys(groups, parent):
-            shares = [
-                Share(c, scaled_here[c].get(r, 0), koord_value(r, limited[c].get(r, 0)),
-                      weights[c].get(r, 0), groups[c].allow_lent_resource)
-                for c in kids
-            ]
-            for c, value in redistribute(total.get(r, 0), shares).items():
-                runtime[c][r] = value
-        for child in kids:
             totals[child] = runtime[child]
             frontier.append(child)
 
@@ -320,8 +363,7 @@ def compute_runtime(
             masked = dict(group.max)
             scaled_min = dict(group.min)
         else:
-            got = runtime.get(name, {})
-            masked = {r: from_koord_value(r, got.get(r, 0)) for r in group.max}
+            masked = masked_runtime(group, runtime.get(name, {}))
             scaled_min = {r: from_koord_value(r, v) for r, v in scaled.get(name, _koord(group.min)).items()}
         out[name] = GroupQuota(
             name=name, request=request.get(name, {}), limited_request=limited.get(name, {}),

@@ -27,12 +27,18 @@ Data flow:
    whose used exceeds its runtime (the 120 s delay has elapsed in a run to quiescence).
    Evicted workloads go back to the queue; their request still counts.
 
+Every decision needs only one group's workloads and that group's runtime, so it lives
+on :class:`GroupState`; :func:`run_elastic` keeps one per group and walks them in the
+order above, and the actor engine (``actors/elastic.py``) keeps one inside each group
+actor and walks them in the same order, so the two decide identically.  Both start
+from :func:`prepare` and report with :func:`result_of` and :func:`outcome_of`.
+
 Nothing here does I/O; the result is a plain value for the CLI to print.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -52,7 +58,10 @@ from kueued.quota.elastic import (
 )
 from kueued.scheduling.elastic_victims import Candidate, exceeded, preemption_victims, revoke_victims
 
-__all__ = ["ElasticWorkloadResult", "GroupStatus", "ElasticOutcome", "run_elastic", "workload_requests"]
+__all__ = [
+    "ElasticWorkloadResult", "GroupStatus", "ElasticOutcome", "ElasticWorkload", "GroupState", "ElasticSetup",
+    "prepare", "result_of", "outcome_of", "max_rounds_for", "run_elastic", "workload_requests",
+]
 
 
 class ElasticWorkloadResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,7 +143,9 @@ def _group_of_manifest(obj: Mapping[str, Any]) -> ElasticGroup | None:
 
 
 @dataclass(slots=True)
-class _Workload:
+class ElasticWorkload:
+    """One workload as the elastic engines see it; mutated in place by :class:`GroupState`."""
+
     key: str
     group: str
     request: Resources  # masked to the group's max keys
@@ -148,39 +159,211 @@ class _Workload:
     def candidate(self) -> Candidate:
         return Candidate(self.key, self.priority, self.created, self.request, self.non_preemptible)
 
+    def order(self) -> tuple[int, float, str]:
+        """Queue order, first to be tried first: priority, then creation time, then key."""
+        return (-self.priority, self.created, self.key)
+
+
+Check = Callable[[ElasticWorkload], str]
+
+
+@dataclass(slots=True)
+class GroupState:
+    """One group's workloads and every decision that needs nothing but them and its runtime.
+
+    ``extra`` is a PreFilter check beyond the group (EnableCheckParentQuota in
+    :func:`run_elastic`); it runs after the group's own checks and, like them, must
+    pass for preemption victims to be kept.
+    """
+
+    spec: ElasticGroup
+    inner: bool = False
+    workloads: dict[str, ElasticWorkload] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def used(self, *, non_preemptible: bool = False) -> Resources:
+        return sum_resources(
+            w.request for w in self.workloads.values()
+            if w.admitted and (w.non_preemptible or not non_preemptible)
+        )
+
+    def own_request(self) -> Resources:
+        """What the group's workloads ask, pending and admitted alike."""
+        return sum_resources(w.request for w in self.workloads.values())
+
+    def prefilter(self, w: ElasticWorkload, runtime: Mapping[str, int], *, extra: Check | None = None) -> str:
+        """Why ``w`` cannot be admitted now, or "" when it fits."""
+        if self.inner:
+            return f"quota {self.name} is a parent quota; workloads may only use leaf quotas"
+        reason = _over(self.name, "used", self.used(), w.request, "runtime", runtime)
+        if not reason and w.non_preemptible:
+            reason = _over(self.name, "non-preemptible used", self.used(non_preemptible=True),
+                           w.request, "min", self.spec.min)
+        if not reason and extra is not None:
+            reason = extra(w)
+        return reason
+
+    def schedule(self, w: ElasticWorkload, runtime: Mapping[str, int], *,
+                 extra: Check | None = None) -> list[ElasticWorkload] | None:
+        """Admit ``w`` when it fits, preempting inside the group when that makes it fit.
+
+        Returns the victims ([] when ``w`` fits as is), or None when ``w`` stays pending
+        with its reason set.
+        """
+        reason = self.prefilter(w, runtime, extra=extra)
+        victims: list[ElasticWorkload] = []
+        if reason:
+            victims = self._preempt(w, runtime, extra)
+            if not victims:
+                w.reason = reason
+                return None
+            for v in victims:
+                v.preemptions += 1
+                v.reason = f"preempted by {w.key} in quota {self.name}"
+        w.admitted, w.reason = True, ""
+        return victims
+
+    def _preempt(self, w: ElasticWorkload, runtime: Mapping[str, int], extra: Check | None) -> list[ElasticWorkload]:
+        """PostFilter inside the group: the victims, evicted, or [] with nothing changed.
+
+        The default group's workloads are never victims (DisableDefaultQuotaPreemption).
+        Victims are kept only if ``w`` then passes every PreFilter check, so a failing
+        non-preemptible min (which evictions cannot help) preempts nothing.
+        """
+        if self.name == k.DEFAULT_QUOTA or self.inner:
+            return []
+        admitted = {x.key: x for x in self.workloads.values() if x.admitted}
+        chosen = preemption_victims(
+            w.candidate(), [x.candidate() for x in admitted.values()], used=self.used(), runtime=runtime,
+        )
+        victims = [admitted[c.key] for c in chosen]
+        for v in victims:
+            v.admitted = False
+        if victims and self.prefilter(w, runtime, extra=extra):
+            for v in victims:
+                v.admitted = True
+            return []
+        return victims
+
+    def recycle(self, runtime: Mapping[str, int]) -> list[ElasticWorkload]:
+        """Forced recycling: evict what keeps used above runtime (never in system or parent groups)."""
+        if self.name == k.SYSTEM_QUOTA or self.inner:
+            return []
+        admitted = {x.key: x for x in self.workloads.values() if x.admitted}
+        if not admitted:
+            return []
+        chosen = revoke_victims([x.candidate() for x in admitted.values()], used=self.used(), runtime=runtime)
+        victims = [admitted[c.key] for c in chosen]
+        for v in victims:
+            v.admitted, v.preemptions = False, v.preemptions + 1
+            v.reason = f"revoked: quota {self.name} used more than its runtime"
+        return victims
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticSetup:
+    """What both engines start from: the groups, which are parents, the placed workloads, the Nodes' total."""
+
+    groups: dict[str, ElasticGroup]
+    inner: frozenset[str]
+    workloads: list[ElasticWorkload]
+    node_total: Resources | None  # None: no Node modelled, the top-level groups' max is the total
+    shown: frozenset[str]  # the system group is reported only when something refers to it
+
+    def states(self) -> dict[str, GroupState]:
+        states = {name: GroupState(g, inner=name in self.inner) for name, g in self.groups.items()}
+        for w in self.workloads:
+            states[w.group].workloads[w.key] = w
+        return states
+
+    def reported(self, name: str) -> bool:
+        return name != k.SYSTEM_QUOTA or name in self.shown
+
+
+def prepare(quotas: list[dict], workloads: list[dict], nodes: list[dict]) -> ElasticSetup:
+    """Groups from the manifests (plus system and default), workloads placed, the Nodes' total."""
+    groups: dict[str, ElasticGroup] = {}
+    for obj in quotas:
+        spec = _group_of_manifest(obj)
+        if spec is not None and spec.name and spec.name != k.ROOT_QUOTA:
+            groups[spec.name] = spec
+    for builtin in sorted(OUTSIDE_TREE):
+        groups.setdefault(builtin, ElasticGroup(name=builtin, max=dict(k.DEFAULT_GROUP_MAX)))
+
+    has_children = {g.parent for g in groups.values() if g.name not in OUTSIDE_TREE}
+    inner = {n for n, g in groups.items() if n not in OUTSIDE_TREE and (g.is_parent or n in has_children)}
+
+    items: list[ElasticWorkload] = []
+    for obj in workloads:
+        meta = obj.get("metadata") or {}
+        group = _place(obj, groups, quotas)
+        requested = workload_requests(obj)
+        max_keys = groups[group].max
+        items.append(ElasticWorkload(
+            key=f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
+            group=group,
+            request={r: v for r, v in requested.items() if r in max_keys},
+            priority=int((obj.get("spec") or {}).get("priority") or 0),
+            created=_timestamp(meta.get("creationTimestamp")),
+            non_preemptible=k.is_non_preemptible(obj),
+            admitted=bool((obj.get("status") or {}).get("admission")),
+        ))
+
+    node_total = None
+    if nodes:
+        node_total = sum_resources(
+            k.resource_list((n.get("status") or {}).get("allocatable")) for n in nodes
+        )
+    shown = {k.name_of(o) for o in quotas} | {w.group for w in items} | {k.DEFAULT_QUOTA}
+    return ElasticSetup(groups, frozenset(inner), items, node_total, frozenset(shown))
+
+
+def result_of(w: ElasticWorkload) -> ElasticWorkloadResult:
+    return ElasticWorkloadResult(
+        state="admitted" if w.admitted else "pending",
+        cluster_queue=w.group if w.admitted else None,
+        preemptions=w.preemptions,
+        reason="" if w.admitted else w.reason,
+    )
+
+
+def outcome_of(setup: ElasticSetup, results: Mapping[str, ElasticWorkloadResult],
+               statuses: Mapping[str, GroupStatus]) -> ElasticOutcome:
+    """The outcome in the input's workload order, groups by name."""
+    return ElasticOutcome(
+        workloads={w.key: results[w.key] for w in setup.workloads},
+        quota_groups={name: statuses[name] for name in sorted(statuses) if setup.reported(name)},
+    )
+
 
 @dataclass(slots=True)
 class _Run:
-    groups: dict[str, ElasticGroup]
-    workloads: list[_Workload]
-    node_total: Resources | None
+    setup: ElasticSetup
     check_parent_quota: bool
-    inner: set[str] = field(default_factory=set)
+    states: dict[str, GroupState] = field(default_factory=dict)
     _quota: dict[str, GroupQuota] = field(default_factory=dict)
     _total: Resources | None = None
 
-    def used(self, group: str, *, non_preemptible: bool = False) -> Resources:
-        return sum_resources(
-            w.request for w in self.workloads
-            if w.admitted and w.group == group and (w.non_preemptible or not non_preemptible)
-        )
+    def __post_init__(self) -> None:
+        self.states = self.setup.states()
 
     def quota(self) -> dict[str, GroupQuota]:
         """Current amounts; recomputed only when the root's total moves."""
-        if self.node_total is None:
-            total = implicit_cluster_total(self.groups)
+        groups = self.setup.groups
+        if self.setup.node_total is None:
+            total = implicit_cluster_total(groups)
         else:
             # updateClusterTotalResourceNoLock: quotav1.Subtract keeps every key.
-            outside = sum_resources(self.used(g) for g in sorted(OUTSIDE_TREE))
-            total = dict(self.node_total)
+            outside = sum_resources(self.states[g].used() for g in sorted(OUTSIDE_TREE))
+            total = dict(self.setup.node_total)
             for r, v in outside.items():
                 total[r] = total.get(r, 0) - v
         if total != self._total or not self._quota:
-            own: dict[str, Resources] = {}
-            for w in self.workloads:
-                if w.group not in self.inner:
-                    own[w.group] = sum_resources([own.get(w.group, {}), w.request])
-            self._quota = compute_runtime(self.groups, own, total)
+            own = {n: s.own_request() for n, s in self.states.items() if not s.inner}
+            self._quota = compute_runtime(groups, own, total)
             self._total = total
         return self._quota
 
@@ -190,91 +373,39 @@ class _Run:
     def ancestors(self, group: str) -> list[str]:
         if group in OUTSIDE_TREE:
             return []
+        groups = self.setup.groups
         chain: list[str] = []
-        parent = self.groups[group].parent
-        while parent in self.groups and parent not in chain and parent != group:
+        parent = groups[group].parent
+        while parent in groups and parent not in chain and parent != group:
             chain.append(parent)
-            parent = self.groups[parent].parent
+            parent = groups[parent].parent
         return chain
 
-    def prefilter(self, w: _Workload) -> str:
-        """Why ``w`` cannot be admitted now, or "" when it fits."""
-        if w.group in self.inner:
-            return f"quota {w.group} is a parent quota; workloads may only use leaf quotas"
-        reason = _over(w.group, "used", self.used(w.group), w.request, "runtime", self.runtime(w.group))
-        if reason:
-            return reason
-        if w.non_preemptible:
-            reason = _over(w.group, "non-preemptible used", self.used(w.group, non_preemptible=True),
-                           w.request, "min", self.groups[w.group].min)
+    def parent_check(self, w: ElasticWorkload) -> str:
+        """EnableCheckParentQuota (off by default): every ancestor's used + request <= runtime."""
+        for parent in self.ancestors(w.group):
+            used = sum_resources(
+                x.request for x in self.setup.workloads if x.admitted and parent in self.ancestors(x.group)
+            )
+            reason = _over(parent, "used", used, w.request, "runtime", self.runtime(parent))
             if reason:
                 return reason
-        if self.check_parent_quota:  # EnableCheckParentQuota (off by default)
-            for parent in self.ancestors(w.group):
-                used = sum_resources(
-                    x.request for x in self.workloads if x.admitted and parent in self.ancestors(x.group)
-                )
-                reason = _over(parent, "used", used, w.request, "runtime", self.runtime(parent))
-                if reason:
-                    return reason
         return ""
 
-    def try_preempt(self, w: _Workload) -> list[_Workload]:
-        """PostFilter inside ``w``'s group: the victims, evicted, or [] with nothing changed.
-
-        The default group's workloads are never victims (DisableDefaultQuotaPreemption).
-        Victims are kept only if ``w`` then passes every PreFilter check, so a failing
-        non-preemptible min (which evictions cannot help) or ancestor check preempts
-        nothing.
-        """
-        if w.group == k.DEFAULT_QUOTA or w.group in self.inner:
-            return []
-        admitted = {x.key: x for x in self.workloads if x.admitted and x.group == w.group}
-        chosen = preemption_victims(
-            w.candidate(), [x.candidate() for x in admitted.values()],
-            used=self.used(w.group), runtime=self.runtime(w.group),
-        )
-        victims = [admitted[c.key] for c in chosen]
-        for v in victims:
-            v.admitted = False
-        if victims and self.prefilter(w):
-            for v in victims:
-                v.admitted = True
-            return []
-        return victims
+    def extra(self) -> Check | None:
+        return self.parent_check if self.check_parent_quota else None
 
     def schedule_pass(self) -> bool:
         changed = False
-        pending = sorted((w for w in self.workloads if not w.admitted),
-                         key=lambda w: (-w.priority, w.created, w.key))
-        for w in pending:
-            reason = self.prefilter(w)
-            if reason:
-                victims = self.try_preempt(w)
-                if not victims:
-                    w.reason = reason
-                    continue
-                for v in victims:
-                    v.preemptions += 1
-                    v.reason = f"preempted by {w.key} in quota {w.group}"
-            w.admitted, w.reason = True, ""
-            changed = True
+        for w in sorted((w for w in self.setup.workloads if not w.admitted), key=ElasticWorkload.order):
+            if self.states[w.group].schedule(w, self.runtime(w.group), extra=self.extra()) is not None:
+                changed = True
         return changed
 
     def revoke_pass(self) -> bool:
         changed = False
-        for group in sorted(self.groups):
-            if group == k.SYSTEM_QUOTA or group in self.inner:
-                continue
-            admitted = {x.key: x for x in self.workloads if x.admitted and x.group == group}
-            if not admitted:
-                continue
-            chosen = revoke_victims([x.candidate() for x in admitted.values()],
-                                    used=self.used(group), runtime=self.runtime(group))
-            for c in chosen:
-                v = admitted[c.key]
-                v.admitted, v.preemptions = False, v.preemptions + 1
-                v.reason = f"revoked: quota {group} used more than its runtime"
+        for name in sorted(self.states):
+            if self.states[name].recycle(self.runtime(name)):
                 changed = True
         return changed
 
@@ -306,6 +437,11 @@ def _place(
     return name if name in groups and name != k.ROOT_QUOTA else k.DEFAULT_QUOTA
 
 
+def max_rounds_for(setup: ElasticSetup) -> int:
+    """A bound no run to quiescence reaches (each round admits or evicts something)."""
+    return 4 * len(setup.workloads) + 4
+
+
 def run_elastic(
     quotas: list[dict],
     workloads: list[dict],
@@ -315,65 +451,20 @@ def run_elastic(
     max_rounds: int | None = None,
 ) -> ElasticOutcome:
     """Admit, preempt and recycle until nothing changes; see the module notes."""
-    groups: dict[str, ElasticGroup] = {}
-    for obj in quotas:
-        group = _group_of_manifest(obj)
-        if group is not None and group.name and group.name != k.ROOT_QUOTA:
-            groups[group.name] = group
-    for builtin in sorted(OUTSIDE_TREE):
-        groups.setdefault(builtin, ElasticGroup(name=builtin, max=dict(k.DEFAULT_GROUP_MAX)))
-
-    has_children = {g.parent for g in groups.values() if g.name not in OUTSIDE_TREE}
-    inner = {n for n, g in groups.items() if n not in OUTSIDE_TREE and (g.is_parent or n in has_children)}
-
-    items: list[_Workload] = []
-    for obj in workloads:
-        meta = obj.get("metadata") or {}
-        group = _place(obj, groups, quotas)
-        requested = workload_requests(obj)
-        max_keys = groups[group].max
-        items.append(_Workload(
-            key=f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
-            group=group,
-            request={r: v for r, v in requested.items() if r in max_keys},
-            priority=int((obj.get("spec") or {}).get("priority") or 0),
-            created=_timestamp(meta.get("creationTimestamp")),
-            non_preemptible=k.is_non_preemptible(obj),
-            admitted=bool((obj.get("status") or {}).get("admission")),
-        ))
-
-    node_total = None
-    if nodes:
-        node_total = sum_resources(
-            k.resource_list((n.get("status") or {}).get("allocatable")) for n in nodes
-        )
-    run = _Run(groups=groups, workloads=items, node_total=node_total,
-               check_parent_quota=check_parent_quota, inner=inner)
-
-    for _ in range(max_rounds if max_rounds is not None else 4 * len(items) + 4):
+    setup = prepare(quotas, workloads, nodes)
+    run = _Run(setup, check_parent_quota)
+    for _ in range(max_rounds if max_rounds is not None else max_rounds_for(setup)):
         changed = run.schedule_pass()
         if run.revoke_pass():
             changed = True
         if not changed:
             break
-    for w in items:
+    for w in setup.workloads:
         if not w.admitted:
-            w.reason = run.prefilter(w) or w.reason
+            w.reason = run.states[w.group].prefilter(w, run.runtime(w.group), extra=run.extra()) or w.reason
 
-    # The system group is reported only when something refers to it.
-    shown = {k.name_of(o) for o in quotas} | {w.group for w in items} | {k.DEFAULT_QUOTA}
     statuses = {
         name: GroupStatus(request=q.request, runtime=q.runtime, min=q.min, max=q.max)
-        for name, q in sorted(run.quota().items())
-        if name != k.SYSTEM_QUOTA or name in shown
+        for name, q in run.quota().items()
     }
-    results = {
-        w.key: ElasticWorkloadResult(
-            state="admitted" if w.admitted else "pending",
-            cluster_queue=w.group if w.admitted else None,
-            preemptions=w.preemptions,
-            reason="" if w.admitted else w.reason,
-        )
-        for w in items
-    }
-    return ElasticOutcome(workloads=results, quota_groups=statuses)
+    return outcome_of(setup, {w.key: result_of(w) for w in setup.workloads}, statuses)

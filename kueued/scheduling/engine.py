@@ -23,6 +23,7 @@ from kueued.quota.node import QuotaNode
 from kueued.scheduling.cycle import CycleResult, Entry, Iterate, Preemptor, classical_order, run_cycle
 from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
+from kueued.scheduling.policies import local_queue_hook
 from kueued.scheduling.queues import PendingQueue
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import WorkloadInfo
@@ -59,7 +60,7 @@ class Engine:
                 for wl in (q.pending() if q else ()):
                     fresh.push(wl)
                 self.queues[name] = fresh
-            self.queues[name].usage_of = afs.usage_hook(self, cq)  # admission fair sharing (KEP-4136)
+            self.queues[name].usage_of = afs.usage_hook(self, cq) or local_queue_hook(self, cq)  # KEP-4136/1093
         for name in list(self.queues):
             if name not in self.state.cluster_queues:
                 del self.queues[name]

@@ -3,13 +3,13 @@ synchronous run to quiescence producing a :class:`~kueued.simulate.Report`."""
 
 from __future__ import annotations
 
-from kueued.scheduling.cycle import Iterate, Preemptor, Target, classical_order
+from kueued.scheduling.cycle import Iterate, Preemptor, Target
 from kueued.scheduling.flavors import Assignment, Mode
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import World
 
-__all__ = ["make_preemptor", "make_iterate", "run_sync", "NoPreemption"]
+__all__ = ["make_preemptor", "make_iterate", "run_sync", "NoPreemption", "elastic_inputs", "merge_outcome"]
 
 
 class NoPreemption:
@@ -34,13 +34,18 @@ def make_preemptor(snapshot: Snapshot, world: World) -> Preemptor:
 
 
 def make_iterate(world: World) -> Iterate:
+    """Fair sharing's tournament; else KEP-1093 policies, which are Kueue's order without annotations.
+
+    With fair sharing on, ``kueued.io/admission-policy`` annotations are ignored.
+    """
     if world.settings.fair_sharing:
         try:
             from kueued.scheduling.fairsharing import fair_order
             return fair_order
         except ImportError:
             pass
-    return classical_order
+    from kueued.scheduling.policies import PolicyOrder
+    return PolicyOrder(world)
 
 
 def run_sync(world: World):  # -> Report
@@ -55,17 +60,29 @@ def run_sync(world: World):  # -> Report
     return report
 
 
-def merge_elastic(world: World, report) -> None:
+def elastic_inputs(world: World) -> tuple[list[dict], list[dict], list[dict]] | None:
+    """(ElasticQuotas, the workloads carrying the quota label, Nodes), or None without ElasticQuotas."""
     if not world.elastic_quotas:
+        return None
+    labelled = [world.raw[f"Workload/{k}"] for k, wl in world.workloads.items()
+                if world.route(wl)[1] == "elastic" and f"Workload/{k}" in world.raw]
+    return list(world.elastic_quotas.values()), labelled, list(world.nodes.values())
+
+
+def merge_elastic(world: World, report) -> None:
+    inputs = elastic_inputs(world)
+    if inputs is None:
         return
     try:
         from kueued.scheduling.elastic import run_elastic
     except ImportError:
         return
+    merge_outcome(report, run_elastic(*inputs))
+
+
+def merge_outcome(report, outcome) -> None:
+    """Put an ElasticOutcome (from either engine) into a Report."""
     from kueued.simulate import WorkloadReport, quantity_map
-    labelled = [world.raw[f"Workload/{k}"] for k, wl in world.workloads.items()
-                if world.route(wl)[1] == "elastic" and f"Workload/{k}" in world.raw]
-    outcome = run_elastic(list(world.elastic_quotas.values()), labelled, list(world.nodes.values()))
     for key, r in outcome.workloads.items():
         report.workloads[key] = WorkloadReport(r.state, r.cluster_queue if r.state == "admitted" else None,
                                                None, r.preemptions, r.reason or None)

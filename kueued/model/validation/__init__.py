@@ -30,7 +30,8 @@ or LocalQueue) are never errors here: Kueue resolves them later, at scheduling t
 Modules: :mod:`.fields` (error wording, typed reads), :mod:`.names` (name, label,
 selector and quantity grammars), :mod:`.meta` (metadata, Namespace), then one module per
 kind: :mod:`.clusterqueue` (ClusterQueue and Cohort), :mod:`.localqueue`,
-:mod:`.resourceflavor`, :mod:`.workload`, :mod:`.priorityclass`, :mod:`.configuration`.
+:mod:`.resourceflavor`, :mod:`.workload`, :mod:`.priorityclass`, :mod:`.configuration`;
+and :mod:`.policy`, kueued's own ``kueued.io/admission-policy`` annotation.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .clusterqueue import validate_cluster_queue, validate_cohort
 from .configuration import validate_configuration
 from .localqueue import validate_local_queue
 from .meta import validate_namespace
+from .policy import check_admission_policy
 from .priorityclass import validate_workload_priority_class
 from .resourceflavor import validate_resource_flavor
 from .workload import validate_workload
@@ -77,4 +79,7 @@ def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None) -
     validator = _VALIDATORS.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
     if validator is None:
         return []
-    return validator(obj, old if isinstance(old, dict) else None)
+    errors = validator(obj, old if isinstance(old, dict) else None)
+    if obj.get("kind") in ("Cohort", "ClusterQueue"):
+        errors += check_admission_policy(obj)  # kueued's own annotation (KEP-1093 policies)
+    return errors

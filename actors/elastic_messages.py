@@ -1,0 +1,129 @@
+"""Messages between the elastic coordinator, ElasticQuota group actors and the root.
+
+Frozen, tagged msgspec Structs, dispatched with ``match`` (the Kueue side's are in
+``actors/messages.py``).  Amounts are per resource in exact milli-units, except a
+runtime travelling down, which stays in Koordinator's calculator values (cpu in
+millicores, other resources in whole units) so that no rounding happens between
+levels.  Workloads travel by reference (``ElasticWorkload``), never copied.
+
+Up the tree (told, counted by the flow):   RequestUp (child -> parent),
+                                           OutsideUsage (system/default group -> root).
+Down the tree (told, counted by the flow): RuntimeDown (parent -> child).
+Coordinator -> group (asked):              Hold, BeginPass, TryAdmit, Recycle, Revert,
+                                           Restore, GroupReport.
+Coordinator -> group or root (asked):      Stats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+Amounts = dict[str, int]
+Order = tuple[int, float, str]  # ElasticWorkload.order(): smaller is tried first
+
+
+class Msg(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+# --- the tree ------------------------------------------------------------------------------
+class RequestUp(Msg):
+    """A child's limited request, min(request, max), as its parent aggregates it."""
+
+    child: str
+    limited: Amounts
+    seq: int  # the sender's counter: a receiver keeps only the newest per sender
+
+
+class OutsideUsage(Msg):
+    """What the system or default group uses now; the root shares the Nodes' total minus it."""
+
+    group: str
+    used: Amounts
+    seq: int
+
+
+class RuntimeDown(Msg):
+    """A child's runtime (Koordinator values, the parent's calculator keys) and scaled min."""
+
+    runtime: Amounts
+    scaled_min: Amounts
+    seq: int
+
+
+# --- the coordinator -----------------------------------------------------------------------
+class Hold(Msg):
+    """Keep these workloads (admitted as they are, pending in the heap) and announce the request.
+
+    The first one a group gets also tells its parent its request when it holds nothing:
+    a group that does not lend asks for its min regardless.
+    """
+
+    workloads: tuple[Any, ...]
+
+
+class BeginPass(Msg):
+    """A scheduling pass starts: what was set aside in the last one returns to the heap."""
+
+
+class TryAdmit(Msg):
+    """Pop the head and decide it: admit, admit with victims of this group, or set it aside."""
+
+
+class Decision(Msg):
+    workload: str
+    admitted: bool
+    victims: tuple[str, ...]
+    reason: str
+    usage: Amounts  # what the admission charges, for the commit
+    head: Order | None  # the next head, so the coordinator can keep merging heaps
+
+
+class Recycle(Msg):
+    """Forced recycling: evict what keeps used above runtime; answered with the victims' keys."""
+
+
+class Revert(Msg):
+    """The admission's commit failed: set the workload aside as pending with this reason."""
+
+    workload: str
+    reason: str
+
+
+class Restore(Msg):
+    """An eviction's commit failed: the workload is admitted again."""
+
+    workload: str
+
+
+class GroupReport(Msg):
+    pass
+
+
+class GroupReply(Msg):
+    """A group's amounts (milli-units) and its workloads' final results."""
+
+    name: str
+    request: Amounts
+    runtime: Amounts
+    min: Amounts
+    max: Amounts
+    results: dict[str, Any]  # key -> ElasticWorkloadResult
+
+
+class Stats(Msg):
+    pass
+
+
+class GroupStats(Msg):
+    """Inspectable state of one group actor (metrics, ``kueued status``)."""
+
+    name: str
+    mailbox: int
+    handled: int
+    pending: int
+    admitted: int
+    request: Amounts
+    runtime: Amounts
