@@ -31,6 +31,7 @@ from actors.messages import (
     Revert,
 )
 from actors.node import NodeActor
+from kueued.metrics import QueueSample
 from kueued.scheduling.queues import PendingQueue
 from kueued.scheduling.workload import WorkloadInfo
 
@@ -43,6 +44,11 @@ class ClusterQueueActor(NodeActor):
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
         self.active = True
+
+    def sample(self) -> QueueSample:
+        """A statistics record for metrics and status (read between rounds)."""
+        return QueueSample(self.name, active=self.queue.heap_size(), inadmissible=len(self.queue.inadmissible),
+                           admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox)
 
     async def handle(self, msg: Any) -> Any:
         match msg:

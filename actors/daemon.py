@@ -20,7 +20,8 @@ import anyio
 import structlog
 
 from actors.coordinator import Coordinator
-from kueued.kube.port import ApiPort
+from kueued.kube.port import ApiPort, InMemoryPort
+from kueued.metrics import Metrics
 from kueued.scheduling.run import make_iterate, make_preemptor
 from kueued.sources import ManifestDirectory
 from kueued.world import World
@@ -45,7 +46,7 @@ def sd_notify(state: str) -> bool:
 
 async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                      on_settled: Callable[[Coordinator], None] | None = None,
-                     handle_signals: bool = True) -> None:
+                     handle_signals: bool = True, metrics: Metrics | None = None) -> None:
     world = World()
     source = ManifestDirectory(manifests)
     async with anyio.create_task_group() as tg:
@@ -69,6 +70,11 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                 if changed:
                     rounds = await coord.run_to_quiescence()
                     log.info("settled", changes=changed, rounds=rounds)
+                    if metrics is not None:
+                        metrics.rounds.inc(rounds)
+                        metrics.observe_queues(a.sample() for a in coord.cluster_queues.values())
+                        if isinstance(port, InMemoryPort):
+                            metrics.observe_commits(port.log)
                     if on_settled is not None:
                         on_settled(coord)
                 await anyio.sleep(interval)

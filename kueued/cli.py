@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--manifests", type=Path, default=Path("/etc/kueued/manifests"),
                      help="directory of YAML manifests to watch (default: /etc/kueued/manifests)")
     run.add_argument("--interval", type=float, default=2.0, help="seconds between directory scans")
+    run.add_argument("--metrics-port", type=int, default=0,
+                     help="serve Prometheus metrics on this port (default 0: off)")
     val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
     val.add_argument("files", nargs="+", type=Path)
     return ap
@@ -85,6 +87,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from functools import partial
+
     import anyio
 
     from actors.daemon import run_daemon
@@ -92,7 +96,12 @@ def _run(args: argparse.Namespace) -> int:
     if not args.manifests.is_dir():
         print(f"kueued: --manifests {args.manifests} is not a directory", file=sys.stderr)
         return 2
-    anyio.run(run_daemon, args.manifests, InMemoryPort(), args.interval)
+    from kueued.metrics import Metrics
+    metrics = Metrics()
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+        start_http_server(args.metrics_port, registry=metrics.registry)
+    anyio.run(partial(run_daemon, args.manifests, InMemoryPort(), interval=args.interval, metrics=metrics))
     return 0
 
 

@@ -9,6 +9,7 @@ import yaml
 
 from actors.daemon import run_daemon, sd_notify
 from kueued.kube.port import InMemoryPort
+from kueued.metrics import Metrics
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 
 
@@ -22,6 +23,7 @@ def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
     _write(tmp_path / "jobs.yaml", [workload("a", "ns", "lq", created=1, cpu="2"),
                                     workload("b", "ns", "lq", created=2, cpu="2")])
     port = InMemoryPort()
+    metrics = Metrics()
     seen: list[set[str]] = []
 
     def settled(coord) -> None:
@@ -35,7 +37,8 @@ def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
     async def main() -> None:
         nonlocal scope
         with anyio.fail_after(20) as scope:
-            await run_daemon(tmp_path, port, interval=0.01, on_settled=settled, handle_signals=False)
+            await run_daemon(tmp_path, port, interval=0.01, on_settled=settled, handle_signals=False,
+                             metrics=metrics)
 
     scope: anyio.CancelScope
     anyio.run(main)
@@ -43,6 +46,11 @@ def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
     # a was deleted from the directory: its quota came back and b got in; the broken file changed nothing
     assert seen[1] == {"ns/b"}
     assert [c.workload for c in port.log if c.kind == "admit"] == ["ns/a", "ns/b"]
+    sample = metrics.registry.get_sample_value
+    assert sample("kueued_admissions_total", {"cluster_queue": "cq"}) == 2
+    assert sample("kueued_admitted_active_workloads", {"cluster_queue": "cq"}) == 1
+    assert sample("kueued_cluster_queue_resource_usage",
+                  {"cluster_queue": "cq", "flavor": "default", "resource": "cpu"}) == 2.0
 
 
 def test_sd_notify_is_a_no_op_outside_systemd(monkeypatch) -> None:
