@@ -83,6 +83,7 @@ class Coordinator:
         self.events: list[tuple[str, str, str, str]] = []
         self.rounds = 0
         self.final: Snapshot | None = None
+        self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -180,6 +181,28 @@ class Coordinator:
                     await actor.ask(Forget(wl.key))
         await self.route_all()
 
+    # --- a timeline's hooks (kueued.timeline): route_all and _drop for one workload ----------
+    async def arrive(self, key: str) -> None:
+        """A workload new to the World (already applied) joins its ClusterQueue actor."""
+        wl = self.world.workloads[key]
+        cq, why = self.world.route(wl)
+        if cq is None or cq not in self.cluster_queues:
+            self.unrouted[key] = why or f"ClusterQueue {cq} doesn't exist"
+            return
+        await self.cluster_queues[cq].ask(Enqueue(wl))
+
+    async def finish(self, key: str) -> None:
+        """A workload finished: it leaves the World, its actor releases the quota, and the
+        parked workloads of its tree are requeued (Kueue's reaction to a Finished workload)."""
+        wl = self.world.workloads.pop(key, None)
+        self.world.raw.pop(f"Workload/{key}", None)
+        if wl is None:
+            return
+        name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
+        actor = self.cluster_queues.get(name or "")
+        if actor is not None and await actor.ask(Finish(key)) and wl.admitted:
+            self._requeue_tree(name)  # type: ignore[arg-type]
+
     def _requeue_tree(self, cq_name: str) -> None:
         root = self.forest.cluster_queues[cq_name].node.root()
         stack = [root]
@@ -210,7 +233,7 @@ class Coordinator:
             snap.cohorts[name].node.usage = rep.usage
 
     def now(self) -> float:
-        return 4_000_000_000.0 + self.rounds
+        return self.clock() if self.clock is not None else 4_000_000_000.0 + self.rounds
 
     async def round(self) -> bool:
         """One cycle; returns whether anything changed."""

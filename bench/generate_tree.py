@@ -1,12 +1,15 @@
 """Generate a large organisation: ClusterQueues under a 4-level cohort tree, pending workloads.
 
     python bench/generate_tree.py --cluster-queues 1000 --workloads 50000 > /tmp/big.yaml
+    python bench/generate_tree.py --runtime 5 > /tmp/timed.yaml   # kueued.io/runtime 1..5 s each
 
 Shape: root -> 4 divisions -> 5 departments each -> 10 groups each (4 cohort levels,
 200 leaf cohorts) -> ClusterQueues spread evenly over the groups.  Quota sits at every
 level (some nominal at inner cohorts, borrowing and lending limits on a share of the
 nodes) so the tree math is exercised, and the workloads ask more than the tree holds,
-so the run ends with a mix of admitted and pending workloads.
+so the run ends with a mix of admitted and pending workloads.  With ``--runtime N`` every
+workload runs a whole number of seconds in 1..N (``kueued.io/runtime``), so a timed
+``simulate`` admits them all in waves (few distinct event times: cheap virtual clock).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sys
 import yaml
 
 
-def generate(n_cq: int, n_wl: int, seed: int = 1) -> list[dict]:
+def generate(n_cq: int, n_wl: int, seed: int = 1, runtime: int | None = None) -> list[dict]:
     rnd = random.Random(seed)
     docs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
                         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -59,9 +62,11 @@ def generate(n_cq: int, n_wl: int, seed: int = 1) -> list[dict]:
                      "metadata": {"name": f"lq-{i}", "namespace": "bench"}, "spec": {"clusterQueue": f"cq-{i}"}})
     for w in range(n_wl):
         cpu = rnd.choice(["1", "2", "4", "500m"])
-        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-                     "metadata": {"name": f"wl-{w}", "namespace": "bench",
-                                  "creationTimestamp": f"2026-01-01T{w // 3600 % 24:02d}:{w // 60 % 60:02d}:{w % 60:02d}Z"},
+        meta: dict = {"name": f"wl-{w}", "namespace": "bench",
+                      "creationTimestamp": f"2026-01-01T{w // 3600 % 24:02d}:{w // 60 % 60:02d}:{w % 60:02d}Z"}
+        if runtime:
+            meta["annotations"] = {"kueued.io/runtime": str(rnd.randint(1, runtime))}
+        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta,
                      "spec": {"queueName": f"lq-{rnd.randrange(n_cq)}", "priority": rnd.choice([0, 0, 0, 10]),
                               "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
                                   {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]}})
@@ -73,8 +78,9 @@ def main() -> None:
     ap.add_argument("--cluster-queues", type=int, default=1000)
     ap.add_argument("--workloads", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--runtime", type=int, default=None, help="give each workload a runtime of 1..N seconds")
     args = ap.parse_args()
-    yaml.safe_dump_all(generate(args.cluster_queues, args.workloads, args.seed), sys.stdout,
+    yaml.safe_dump_all(generate(args.cluster_queues, args.workloads, args.seed, args.runtime), sys.stdout,
                        default_flow_style=None, sort_keys=False)
 
 

@@ -17,6 +17,8 @@ from kueued.errors import KueuedError
 EPILOG = """examples:
   kueued simulate config/examples/organisation.yaml            # a table for people
   kueued simulate scenario.yaml --output json                  # FORMAT.md's JSON
+  kueued simulate --generator baseline-generator.yaml --plot out/ # Kueue's perf test, virtual time
+  kueued simulate trace.yaml --clock real                      # kueued.io/arrival + runtime, live
   kueued validate manifests/*.yaml                             # refuse what Kueue would
   kueued --log-format json --log-level INFO run --manifests /etc/kueued/manifests
 """
@@ -34,10 +36,17 @@ def _parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="run manifests to quiescence in memory and report decisions",
                          description="Apply the manifests (or conformance scenarios) in order, schedule until "
                                      "nothing more can change, and print every workload's outcome.")
-    sim.add_argument("files", nargs="+", type=Path, help="YAML manifests or scenario files")
+    sim.add_argument("files", nargs="*", type=Path, help="YAML manifests or scenario files")
     sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
     sim.add_argument("--engine", choices=["actors", "sync"], default="actors",
                      help="actors (default): one actor per ClusterQueue and Cohort; sync: the pure core")
+    sim.add_argument("--generator", type=Path, metavar="FILE",
+                     help="Kueue's scheduler-perf generator YAML (test/performance/scheduler) instead of files")
+    sim.add_argument("--clock", choices=["virtual", "real"], default="virtual",
+                     help="for timed runs (kueued.io/arrival, kueued.io/runtime, --generator): virtual jumps "
+                          "from event to event; real sleeps until each, as Kueue's test does")
+    sim.add_argument("--plot", type=Path, metavar="DIR",
+                     help="write PNG charts of a timed run to DIR (needs the 'plot' extra: matplotlib)")
     run = sub.add_parser("run", help="run the daemon (objects from a manifest directory until the "
                                      "Kubernetes layer lands)",
                          description="Start one actor per ClusterQueue and Cohort and a root coordinator; "
@@ -72,7 +81,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from kueued.simulate import load_manifests, simulate
+    from kueued.timeline import is_timed
+    if args.generator is None and not args.files:
+        print("kueued simulate: give manifest files or --generator FILE", file=sys.stderr)
+        return 2
     manifests = load_manifests(args.files)
+    if args.generator is not None or is_timed(manifests) or args.plot is not None or args.clock == "real":
+        return _simulate_timed(args, manifests)
     if args.engine == "actors":
         from actors.simulation import run_actors
         report = simulate(manifests, runner=run_actors)
@@ -84,6 +99,97 @@ def _simulate(args: argparse.Namespace) -> int:
         from kueued.table import render
         render(report)
     return 0
+
+
+def _simulate_timed(args: argparse.Namespace, manifests: list[dict]) -> int:
+    from kueued.simulate import simulate_timed
+    from kueued.timeline import trace_from
+    if args.generator is not None:
+        from kueued.generator import build_trace, load_generator
+        trace = build_trace(load_generator(args.generator))
+        trace.setup.extend(manifests)
+    else:
+        trace = trace_from(manifests)
+    runner = run_actors_timed if args.engine == "actors" else None
+    many = len(trace.arrivals) > 2_000
+    with _progress(enabled=many and args.output == "table") as progress:
+        run = simulate_timed(trace, runner=runner, engine=args.engine, real=args.clock == "real",
+                             progress=progress, per_workload=not many or args.output == "json")
+    if args.output == "json":
+        body = {"summary": run.summary} if many else {"summary": run.summary, "report": run.report}
+        sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
+    else:
+        from kueued.simulate import render_summary
+        if not many:
+            from kueued.table import render
+            render(run.report)
+        render_summary(run.summary, reference=_rangespec(args.generator))
+    if args.plot is not None:
+        from kueued.simulate import write_plots
+        for path in write_plots(run.timeline, run.summary, args.plot):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _rangespec(generator: Path | None) -> dict | None:
+    """Kueue's thresholds beside a generator file (``x-generator.yaml`` -> ``x-rangespec.yaml``)."""
+    if generator is None:
+        return None
+    spec = generator.with_name(generator.name.replace("generator", "rangespec"))
+    if spec == generator or not spec.exists():
+        return None
+    import yaml
+    return yaml.safe_load(spec.read_text())
+
+
+class _progress:
+    """A rich progress bar on stderr over arrivals seen, for long runs; a no-op otherwise."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        self.bar = Progress("arrivals", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True)
+        self.bar.__enter__()
+        self.task = self.bar.add_task("arrivals", total=None)
+        return lambda done, total: self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.__exit__(*exc)
+
+
+def run_actors_timed(world, timeline, *, real: bool = False, progress=None):  # -> Report
+    """A timed run on the actor engine: the coordinator commits through a TimelinePort.
+
+    Lives in the composition root because ``kueued`` never imports ``actors``.
+    """
+    import anyio
+
+    from actors.coordinator import Coordinator
+    from kueued.scheduling.run import make_iterate, make_preemptor
+    from kueued.simulate import report_from
+    from kueued.timeline import CoordinatorDriver, TimelinePort, play
+
+    async def main() -> Coordinator:
+        coord = Coordinator(world, TimelinePort(timeline), preemptor=make_preemptor, iterate=make_iterate(world))
+        driver = CoordinatorDriver(coord, timeline)
+        async with anyio.create_task_group() as tg:
+            try:
+                await coord.sync_topology(tg)
+                await play(driver, real=real, progress=progress)
+                coord.final = await coord.assemble()
+            finally:
+                coord.stop()
+        return coord
+    coord = anyio.run(main)
+    return report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
+                       cycles=coord.rounds, snapshot=coord.final)
 
 
 def _run(args: argparse.Namespace) -> int:

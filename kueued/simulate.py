@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import yaml
@@ -204,3 +204,131 @@ def _per_mille(share: Fraction | float | None) -> int | None:
 
 def quantity_map(amounts: dict[str, int]) -> dict[str, str]:
     return {r: format_milli(v, resource=r) for r, v in sorted(amounts.items())}
+
+
+# --- time: arrivals, run times, a clock (kueued.timeline) ----------------------------------------
+TimedRunner = Callable[..., Report]  # (world, timeline, *, real, progress) -> Report
+
+
+class TimedRun(NamedTuple):
+    report: Report
+    summary: Any       # kueued.timeline.Summary
+    timeline: Any      # kueued.timeline.Timeline: samples and times, for plots
+
+
+def simulate_timed(manifests: list[dict[str, Any]] | Any, *, runner: TimedRunner | None = None,
+                   engine: str = "sync", real: bool = False, progress: Callable[[int, int], None] | None = None,
+                   per_workload: bool = True) -> TimedRun:
+    """Apply the setup, play the arrivals on a clock with ``runner`` (default: the pure core).
+
+    ``manifests`` is a list of manifests or a :class:`kueued.timeline.Trace`.  Returns the final
+    :class:`Report` (finished workloads appear as ``finished``), the ``Summary`` and the timeline.
+    """
+    import time
+
+    from kueued.timeline import Timeline, Trace, trace_from
+    trace = manifests if isinstance(manifests, Trace) else trace_from(manifests)
+    world = World()
+    for m in trace.setup:
+        world.apply(m)
+    timeline = Timeline(trace, world)
+    started = time.perf_counter()
+    report = (runner or run_sync_timed)(world, timeline, real=real, progress=progress)
+    host = time.perf_counter() - started
+    for key, t in timeline.times.items():
+        if t.finished_ms is not None:
+            report.workloads[key] = WorkloadReport("finished", t.cluster_queue, preemptions=t.evictions)
+    report.workloads = dict(sorted(report.workloads.items()))
+    summary = timeline.summary(clock="real" if real else "virtual", engine="sync" if runner is None else engine,
+                               host_seconds=host, per_workload=per_workload)
+    return TimedRun(report, summary, timeline)
+
+
+def run_sync_timed(world: World, timeline: Any, *, real: bool = False,
+                   progress: Callable[[int, int], None] | None = None) -> Report:
+    import anyio
+
+    from kueued.scheduling.engine import Engine
+    from kueued.scheduling.run import make_iterate, make_preemptor
+    from kueued.timeline import SyncDriver, play
+    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
+    engine.rebuild()
+    driver = SyncDriver(engine, timeline)
+
+    async def main() -> None:
+        await play(driver, real=real, progress=progress)
+    anyio.run(main)
+    return report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
+                       cycles=engine.cycles, snapshot=engine.state)
+
+
+def render_summary(summary: Any, console: Any = None, *, reference: dict[str, Any] | None = None) -> None:
+    """The checker's figures as tables (``reference``: Kueue's, from a rangespec, shown beside)."""
+    from rich.console import Console
+    from rich.table import Table
+    console = console or Console(width=160)
+    head = Table(title=f"Timeline ({summary.clock} clock, {summary.engine} engine)")
+    for col in ("wall", "host time", "admissions", "evictions", "finished", "pending"):
+        head.add_column(col, justify="right")
+    head.add_row(f"{summary.wall_ms / 1000:.3f} s", f"{summary.host_seconds:.2f} s", str(summary.admissions),
+                 str(summary.evictions), str(summary.finished), str(summary.pending))
+    console.print(head)
+    ref_usage = (reference or {}).get("clusterQueueClassesMinUsage") or {}
+    cqs = Table(title="ClusterQueue classes")
+    for col in ("class", "queues", "nominal cpu", "cpu usage", "Kueue's minimum"):
+        cqs.add_column(col, justify="right")
+    for name, c in summary.cluster_queue_classes.items():
+        cqs.add_row(name, str(c.cluster_queues), f"{c.nominal_cpu:g}", f"{c.cpu_usage_percent:.1f} %",
+                    f"{ref_usage[name]} %" if name in ref_usage else "")
+    console.print(cqs)
+    ref_wait = (reference or {}).get("wlClassesMaxAvgTimeToAdmissionMs") or {}
+    wls = Table(title="Workload classes")
+    for col in ("class", "workloads", "admitted", "avg time to admission", "Kueue's maximum"):
+        wls.add_column(col, justify="right")
+    for name, w in summary.workload_classes.items():
+        avg = "" if w.average_time_to_admission_ms is None else f"{w.average_time_to_admission_ms / 1000:.3f} s"
+        wls.add_row(name, str(w.workloads), str(w.admitted), avg,
+                    f"{ref_wait[name] / 1000:g} s" if name in ref_wait else "")
+    console.print(wls)
+
+
+def write_plots(timeline: Any, summary: Any, directory: Path) -> list[Path]:
+    """PNG charts: usage over time per cohort, time-to-admission distribution per class."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ManifestError("--plot needs matplotlib: pip install 'kueued[plot]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    directory.mkdir(parents=True, exist_ok=True)
+    world = timeline.world
+    cohort_of = {n: cq.spec.cohort_name or n for n, cq in world.cluster_queues.items()}
+    xs = [t / 1e6 for t, _ in timeline.samples]
+    per_cohort: dict[str, list[float]] = {}
+    for i, (_, held) in enumerate(timeline.samples):
+        for cq, v in held.items():
+            series = per_cohort.setdefault(cohort_of.get(cq, cq), [0.0] * len(xs))
+            series[i] += v / 1000
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for name, ys in sorted(per_cohort.items()):
+        ax.step(xs, ys, where="post", label=name)
+    ax.set(xlabel="time (s)", ylabel="reserved cpu", title="Usage over time per cohort")
+    if len(per_cohort) <= 12:
+        ax.legend(fontsize="small")
+    usage = directory / "usage.png"
+    fig.savefig(usage, dpi=110)
+    plt.close(fig)
+    waits: dict[str, list[float]] = {}
+    for a in timeline.trace.arrivals:
+        t = timeline.times.get(a.key)
+        if t is not None and t.admitted_ms is not None:
+            waits.setdefault(a.klass, []).append((t.admitted_ms - t.arrival_ms) / 1000)
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for name, ws in sorted(waits.items()):
+        ax.hist(ws, bins=50, alpha=0.6, label=f"{name} (n={len(ws)})")
+    ax.set(xlabel="time to admission (s)", ylabel="workloads", title="Time to admission per class")
+    ax.legend(fontsize="small")
+    tta = directory / "time_to_admission.png"
+    fig.savefig(tta, dpi=110)
+    plt.close(fig)
+    return [usage, tta]

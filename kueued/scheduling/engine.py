@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kueued.quota.node import QuotaNode
-from kueued.scheduling.cycle import CycleResult, Entry, Iterate, Preemptor, classical_order, run_cycle
+from kueued.scheduling.cycle import CycleResult, Iterate, Preemptor, classical_order, run_cycle
 from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.policies import local_queue_hook
@@ -46,6 +46,7 @@ class Engine:
         self.events: list[tuple[str, str, str, str]] = []  # (kind, workload, by, detail)
         self.state = build_forest(cluster_queues={}, cohorts={}, flavors={})
         self.cycles = 0
+        self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
 
     # --- keeping up with the world ------------------------------------------------------------
     def rebuild(self) -> None:
@@ -82,6 +83,29 @@ class Engine:
             self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
             return
         self.queues[cq].push(wl)
+
+    def arrive(self, key: str) -> None:
+        """A workload new to the World (already applied) joins its queue; no rebuild."""
+        wl = self.world.workloads[key]
+        cq, why = self.world.route(wl)
+        if cq is None or cq not in self.queues:
+            self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
+            return
+        self.queues[cq].push(wl)
+
+    def finish(self, key: str) -> None:
+        """A workload finished: it leaves the World, its quota is released and the parked
+        workloads of its tree are requeued (Kueue's reaction to a Finished workload)."""
+        wl = self.world.workloads.pop(key, None)
+        self.world.raw.pop(f"Workload/{key}", None)
+        if wl is None:
+            return
+        if wl.admitted and wl.cluster_queue in self.state.cluster_queues:
+            self.state.remove_workload(wl)
+            self._requeue_tree(wl.cluster_queue)  # type: ignore[arg-type]
+            return
+        for q in self.queues.values():
+            q.remove(key)
 
     # --- cycles ------------------------------------------------------------------------------
     def heads(self) -> list[tuple[WorkloadInfo, str]]:
@@ -133,8 +157,8 @@ class Engine:
             self._requeue_tree(name)
 
     def now(self) -> float:
-        """Virtual time: after every timestamp a manifest carries, one second per cycle."""
-        return 4_000_000_000.0 + self.cycles
+        """The clock's time if one is set, else after every timestamp a manifest carries, one second per cycle."""
+        return self.clock() if self.clock is not None else 4_000_000_000.0 + self.cycles
 
     def _requeue_tree(self, cq_name: str) -> None:
         root: QuotaNode = self.state.cluster_queues[cq_name].node.root()
@@ -159,6 +183,3 @@ class Engine:
                 break
             before = after
         return self.cycles - start
-
-    def entry_for(self, key: str) -> Entry | None:  # pragma: no cover - debugging aid
-        return None

@@ -1,0 +1,65 @@
+"""Engine throughput: admissions per host second in virtual time, actor engine against the pure core.
+
+    .venv/bin/python bench/throughput.py                                   # 100 ClusterQueues, 5,000 workloads
+    .venv/bin/python bench/throughput.py --cluster-queues 1000 --workloads 50000   # issue 6's shape
+
+The tree is ``bench/generate_tree.py``'s (4 cohort levels, quota at every level); every
+workload arrives at 0 and runs 1..``--runtime`` whole seconds, so the virtual clock plays
+the whole queue through in waves and every workload is admitted at least once.  Both
+engines run the same trace in the same process, through the same ``simulate`` timeline
+code path (events in, decisions out through the API port for the actors); the table
+prints admissions per host second and the actor layer's overhead (actor time / pure
+time).  Issue 6's targets: >= 10,000 admissions/s, overhead <= 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from generate_tree import generate  # noqa: E402
+
+from kueued.cli import run_actors_timed  # noqa: E402
+from kueued.simulate import simulate_timed  # noqa: E402
+from kueued.timeline import trace_from  # noqa: E402
+
+
+def main() -> None:
+    from kueued.logging import configure
+    configure(level="WARNING")  # the engines log every decision at INFO
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cluster-queues", type=int, default=100)
+    ap.add_argument("--workloads", type=int, default=5_000)
+    ap.add_argument("--runtime", type=int, default=5, help="each workload runs 1..N seconds (virtual)")
+    ap.add_argument("--engine", choices=["both", "sync", "actors"], default="both")
+    args = ap.parse_args()
+    docs = generate(args.cluster_queues, args.workloads, runtime=args.runtime)
+    results = {}
+    for engine in (["sync", "actors"] if args.engine == "both" else [args.engine]):
+        runner = run_actors_timed if engine == "actors" else None
+        results[engine] = simulate_timed(trace_from(docs), runner=runner, engine=engine, per_workload=False).summary
+    t = Table(title=f"throughput: {args.cluster_queues} ClusterQueues, {args.workloads} workloads, virtual clock")
+    for col in ("engine", "admissions", "evictions", "virtual wall (s)", "host (s)", "admissions / host s"):
+        t.add_column(col, justify="right")
+    for engine, s in results.items():
+        t.add_row(engine, str(s.admissions), str(s.evictions), f"{s.wall_ms / 1000:.0f}", f"{s.host_seconds:.2f}",
+                  f"{s.admissions / max(s.host_seconds, 1e-9):,.0f}")
+    console = Console(width=140)
+    console.print(t)
+    if len(results) == 2:
+        same = results["sync"].admissions == results["actors"].admissions
+        ratio = results["actors"].host_seconds / max(results["sync"].host_seconds, 1e-9)
+        console.print(f"actor overhead: {ratio:.2f}x the pure core (target <= 2x); "
+                      f"engines {'agree' if same else 'DISAGREE'} on the admission count")
+
+
+if __name__ == "__main__":
+    main()

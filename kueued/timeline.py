@@ -1,0 +1,394 @@
+"""Time in ``simulate``: arrivals, run times and a clock, driving either engine.
+
+A workload may carry ``kueued.io/arrival`` (seconds after the start, or an RFC 3339
+instant) and ``kueued.io/runtime`` (seconds it runs once admitted; absent: forever).
+:func:`trace_from` splits manifests into the setup (everything applied before time 0)
+and the arrivals.  A :class:`Timeline` holds the events in a heap, finishes before
+arrivals at one instant (a release should be seen by the workloads arriving with it),
+and records what the engine decided.
+
+:func:`play` is the loop, the same for both clocks and both engines::
+
+    next event time t -> (virtual: jump to t | real: anyio.sleep until t)
+      -> due finishes  -> driver.finish(key)   quota released, parked workloads of the tree requeued
+      -> due arrivals  -> driver.arrive(doc)   World.apply, then queued in its ClusterQueue
+      -> driver.settle()                        cycles to quiescence; admissions and evictions
+                                                come back through Timeline.admitted/evicted,
+                                                which schedules each admitted workload's finish
+
+Decisions are recorded where they leave the engine: the actor engine commits through
+the API port (:class:`TimelinePort`), the pure engine's cycle results are read by
+:class:`SyncDriver`.  An eviction cancels the victim's finish (a generation number per
+workload makes the stale heap entry a no-op); when re-admitted it runs its full run time
+again.  Time to admission is measured to the first admission, as Kueue's runner does.
+
+Usage is integrated exactly: per ClusterQueue, reserved milli-cpu times microseconds,
+updated at every admission, eviction and finish.  Times are integer microseconds so
+``0.1 + 0.2`` lands on the same instant as an arrival at ``0.3``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import msgspec
+
+from kueued.errors import ManifestError
+from kueued.model.quantity import parse
+from kueued.scheduling.workload import timestamp
+from kueued.world import Change, World
+
+__all__ = ["ARRIVAL", "RUNTIME", "CLASS", "Arrival", "Trace", "trace_from", "Timeline", "TimelinePort",
+           "SyncDriver", "CoordinatorDriver", "Driver", "play", "Summary", "is_timed"]
+
+ARRIVAL = "kueued.io/arrival"
+RUNTIME = "kueued.io/runtime"
+CLASS = "kueued.io/class"        # label: which class a Workload or ClusterQueue reports under
+EPOCH = 1_767_225_600.0          # 2026-01-01T00:00:00Z: time 0 when no arrival names an instant
+US = 1_000_000
+_FINISH, _ARRIVE = 0, 1          # heap order at one instant: releases first
+
+
+class Arrival(msgspec.Struct):
+    key: str                     # namespace/name
+    at: int                      # microseconds after the start
+    runtime: int | None          # microseconds, None: runs until the end
+    manifest: dict[str, Any]
+    klass: str = "all"
+
+
+class Trace(msgspec.Struct):
+    setup: list[dict[str, Any]]
+    arrivals: list[Arrival]
+    epoch: float = EPOCH
+
+
+def is_timed(manifests: Iterable[dict[str, Any]]) -> bool:
+    return any(_annotations(m).keys() & {ARRIVAL, RUNTIME} for m in manifests if m.get("kind") == "Workload")
+
+
+def _annotations(m: dict[str, Any]) -> dict[str, Any]:
+    return (m.get("metadata") or {}).get("annotations") or {}
+
+
+def _seconds(value: Any, what: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(f"{what}: {value!r} is not a number of seconds") from exc
+    if out < 0 or out != out:
+        raise ManifestError(f"{what}: {value!r} must be >= 0")
+    return out
+
+
+def trace_from(manifests: list[dict[str, Any]]) -> Trace:
+    """Every Workload arrives (at 0 without ``kueued.io/arrival``); the rest is setup, in order."""
+    instants = []
+    for m in manifests:
+        at = _annotations(m).get(ARRIVAL) if m.get("kind") == "Workload" else None
+        if isinstance(at, str) and ("T" in at or "-" in at[1:]):
+            try:
+                instants.append(timestamp(at))
+            except ValueError as exc:
+                raise ManifestError(f"{ARRIVAL}: {at!r} is neither seconds nor RFC 3339") from exc
+    epoch = min(instants) if instants else EPOCH
+    setup: list[dict[str, Any]] = []
+    arrivals: list[Arrival] = []
+    for m in manifests:
+        if m.get("kind") != "Workload":
+            setup.append(m)
+            continue
+        meta = m.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        ann = _annotations(m)
+        raw_at = ann.get(ARRIVAL, 0)
+        if isinstance(raw_at, str) and ("T" in raw_at or "-" in raw_at[1:]):
+            at = timestamp(raw_at) - epoch
+        else:
+            at = _seconds(raw_at, f"Workload {key} {ARRIVAL}")
+        runtime = ann.get(RUNTIME)
+        rt = None if runtime is None else round(_seconds(runtime, f"Workload {key} {RUNTIME}") * US)
+        if not meta.get("creationTimestamp"):  # queue order follows arrival
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch + at))
+            frac = f"{(epoch + at) % 1:.6f}"[1:]
+            m = {**m, "metadata": {**meta, "creationTimestamp": f"{stamp}{frac}Z"}}
+        klass = str((meta.get("labels") or {}).get(CLASS, "all"))
+        arrivals.append(Arrival(key, round(at * US), rt, m, klass))
+    return Trace(setup, arrivals, epoch)
+
+
+class WorkloadTimes(msgspec.Struct, omit_defaults=True, rename="camel"):
+    arrival_ms: float
+    admitted_ms: float | None = None
+    finished_ms: float | None = None
+    cluster_queue: str | None = None
+    evictions: int = 0
+
+
+class WorkloadClassStats(msgspec.Struct, rename="camel"):
+    workloads: int
+    admitted: int
+    average_time_to_admission_ms: float | None
+
+
+class QueueClassStats(msgspec.Struct, rename="camel"):
+    cluster_queues: int
+    nominal_cpu: float
+    cpu_usage_percent: float
+
+
+class Summary(msgspec.Struct, rename="camel"):
+    """What Kueue's checker reads (wall, usage per ClusterQueue class, time to admission per class)."""
+
+    clock: str
+    engine: str
+    wall_ms: float                 # on the run's clock: the last event (finish) after the start
+    host_seconds: float            # how long the run took on this machine
+    admissions: int
+    evictions: int
+    finished: int
+    pending: int
+    cluster_queue_classes: dict[str, QueueClassStats]
+    workload_classes: dict[str, WorkloadClassStats]
+    workloads: dict[str, WorkloadTimes] = {}
+
+
+class Timeline:
+    """The event heap and the record of decisions; pure, clock injected."""
+
+    def __init__(self, trace: Trace, world: World, *, resource: str = "cpu") -> None:
+        self.trace = trace
+        self.world = world
+        self.resource = resource
+        self.virtual = 0
+        self.clock: Callable[[], int] = lambda: self.virtual
+        self._heap: list[tuple[int, int, int, int]] = []  # (at, kind, seq, generation)
+        self._arrivals = trace.arrivals
+        for seq, a in enumerate(trace.arrivals):
+            self._heap.append((a.at, _ARRIVE, seq, 0))
+        heapq.heapify(self._heap)
+        self._seq = {a.key: i for i, a in enumerate(trace.arrivals)}
+        self.times: dict[str, WorkloadTimes] = {}
+        self.running: dict[str, tuple[int, str, int]] = {}  # key -> (generation, cq, milli-cpu)
+        self._generation = 0
+        self.held: dict[str, int] = {}     # cq -> milli-cpu reserved now
+        self.area: dict[str, int] = {}     # cq -> milli-cpu x microseconds so far
+        self._since: dict[str, int] = {}
+        self.samples: list[tuple[int, dict[str, int]]] = []  # (t, cq -> milli-cpu), for plots
+        self.admissions = self.evictions = self.finished = 0
+        self.end = 0
+
+    # --- the heap ----------------------------------------------------------------------------
+    def next_time(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now: int) -> tuple[list[str], list[Arrival]]:
+        """Valid finishes and arrivals due by ``now``, each in heap order."""
+        finishes, arrivals = [], []
+        while self._heap and self._heap[0][0] <= now:
+            _, kind, seq, gen = heapq.heappop(self._heap)
+            a = self._arrivals[seq]
+            if kind == _ARRIVE:
+                self.times[a.key] = WorkloadTimes(arrival_ms=a.at / 1000)
+                arrivals.append(a)
+            elif self.running.get(a.key, (None,))[0] == gen:
+                finishes.append(a.key)
+        return finishes, arrivals
+
+    # --- decisions ---------------------------------------------------------------------------
+    def admitted(self, key: str, cq: str, usage: dict[tuple[str, str], int]) -> None:
+        now = self.clock()
+        cpu = sum(v for (_, res), v in usage.items() if res == self.resource)
+        self._generation += 1
+        self.running[key] = (self._generation, cq, cpu)
+        self._hold(cq, cpu, now)
+        self.admissions += 1
+        times = self.times.get(key)
+        if times is not None:
+            if times.admitted_ms is None:
+                times.admitted_ms = now / 1000
+            times.cluster_queue = cq
+        seq = self._seq.get(key)
+        if seq is not None and self._arrivals[seq].runtime is not None:
+            heapq.heappush(self._heap, (now + self._arrivals[seq].runtime, _FINISH, seq, self._generation))
+
+    def evicted(self, key: str) -> None:
+        held = self.running.pop(key, None)
+        if held is None:
+            return
+        self._hold(held[1], -held[2], self.clock())
+        self.evictions += 1
+        if key in self.times:
+            self.times[key].evictions += 1
+
+    def done(self, key: str) -> None:
+        """A finish the driver has carried out."""
+        now = self.clock()
+        _, cq, cpu = self.running.pop(key)
+        self._hold(cq, -cpu, now)
+        self.finished += 1
+        self.times[key].finished_ms = now / 1000
+        self.end = max(self.end, now)
+
+    def _hold(self, cq: str, delta: int, now: int) -> None:
+        self.area[cq] = self.area.get(cq, 0) + self.held.get(cq, 0) * (now - self._since.get(cq, 0))
+        self._since[cq] = now
+        self.held[cq] = self.held.get(cq, 0) + delta
+
+    def sample(self) -> None:
+        self.samples.append((self.clock(), dict(self.held)))
+
+    # --- the outcome -------------------------------------------------------------------------
+    def summary(self, *, clock: str, engine: str, host_seconds: float, per_workload: bool = True) -> Summary:
+        end = max(self.end, self.clock())
+        for cq in list(self.held):
+            self._hold(cq, 0, end)
+        return Summary(clock=clock, engine=engine, wall_ms=end / 1000, host_seconds=round(host_seconds, 3),
+                       admissions=self.admissions, evictions=self.evictions, finished=self.finished,
+                       pending=sum(1 for t in self.times.values() if t.admitted_ms is None),
+                       cluster_queue_classes=self._queue_classes(end), workload_classes=self._workload_classes(),
+                       workloads=dict(sorted(self.times.items())) if per_workload else {})
+
+    def _queue_classes(self, end: int) -> dict[str, QueueClassStats]:
+        groups: dict[str, list[str]] = {}
+        for name, cq in self.world.cluster_queues.items():
+            groups.setdefault(cq.metadata.labels.get(CLASS, "all"), []).append(name)
+        out = {}
+        for klass, names in sorted(groups.items()):
+            nominal = sum(nominal_of(self.world, n, self.resource) for n in names)
+            area = sum(self.area.get(n, 0) for n in names)
+            pct = 100.0 * area / (nominal * end) if nominal and end else 0.0
+            out[klass] = QueueClassStats(len(names), nominal / 1000, round(pct, 2))
+        return out
+
+    def _workload_classes(self) -> dict[str, WorkloadClassStats]:
+        waits: dict[str, list[float]] = {}
+        counts: dict[str, int] = {}
+        for a in self._arrivals:
+            counts[a.klass] = counts.get(a.klass, 0) + 1
+            t = self.times.get(a.key)
+            if t is not None and t.admitted_ms is not None:
+                waits.setdefault(a.klass, []).append(t.admitted_ms - t.arrival_ms)
+        return {k: WorkloadClassStats(n, len(waits.get(k, [])),
+                                      round(sum(waits[k]) / len(waits[k]), 3) if waits.get(k) else None)
+                for k, n in sorted(counts.items())}
+
+
+def nominal_of(world: World, cq_name: str, resource: str = "cpu") -> int:
+    """A ClusterQueue's nominal quota of ``resource``, summed over its flavors, in milli-units."""
+    cq = world.cluster_queues.get(cq_name)
+    if cq is None:
+        return 0
+    return sum(parse(r.nominal_quota) for g in cq.spec.resource_groups for f in g.flavors for r in f.resources
+               if r.name == resource)
+
+
+class TimelinePort:
+    """The API port for a timed run: every commit succeeds and is recorded at the clock's time."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+
+    async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
+                    usage: dict[tuple[str, str], int]) -> bool:
+        self.timeline.admitted(workload, cluster_queue, usage)
+        return True
+
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+        self.timeline.evicted(workload)
+        return True
+
+
+class Driver(Protocol):
+    """An engine as :func:`play` drives it (the actor one lives with the composition root)."""
+
+    timeline: Timeline
+
+    async def arrive(self, arrival: Arrival) -> None: ...
+    async def finish(self, key: str) -> None: ...
+    async def settle(self) -> None: ...
+
+
+class SyncDriver:
+    """The pure engine (:class:`kueued.scheduling.engine.Engine`) under a timeline."""
+
+    def __init__(self, engine: Any, timeline: Timeline) -> None:
+        self.engine = engine
+        self.timeline = timeline
+        engine.clock = lambda: timeline.trace.epoch + timeline.clock() / US
+
+    async def arrive(self, arrival: Arrival) -> None:
+        change, _ = self.engine.world.apply(arrival.manifest)
+        if change is Change.WORKLOAD:
+            self.engine.arrive(arrival.key)
+
+    async def finish(self, key: str) -> None:
+        self.timeline.done(key)
+        self.engine.finish(key)
+
+    async def settle(self, *, max_cycles: int = 1_000_000) -> None:
+        """Cycle until one admits, evicts and parks nothing (the actor coordinator's quiescence)."""
+        e, t = self.engine, self.timeline
+        for _ in range(max_cycles):
+            result = e.cycle()
+            for target, _by in result.evictions:
+                t.evicted(target.workload.key)
+            for entry in result.admitted:
+                t.admitted(entry.wl.key, entry.cq, entry.assignment.usage)
+            parked = any(entry.status != "admitted" and e.queues[entry.cq].parks(entry.reason)
+                         for entry in result.entries)
+            if not (result.changed or parked):
+                return
+
+
+class CoordinatorDriver:
+    """The actor engine's coordinator under a timeline (duck-typed: ``kueued`` never imports ``actors``).
+
+    Its decisions reach the timeline through the API port it commits to (:class:`TimelinePort`).
+    """
+
+    def __init__(self, coordinator: Any, timeline: Timeline) -> None:
+        self.coordinator = coordinator
+        self.timeline = timeline
+        coordinator.clock = lambda: timeline.trace.epoch + timeline.clock() / US
+
+    async def arrive(self, arrival: Arrival) -> None:
+        change, _ = self.coordinator.world.apply(arrival.manifest)
+        if change is Change.WORKLOAD:
+            await self.coordinator.arrive(arrival.key)
+
+    async def finish(self, key: str) -> None:
+        self.timeline.done(key)
+        await self.coordinator.finish(key)
+
+    async def settle(self) -> None:
+        await self.coordinator.run_to_quiescence()
+
+
+async def play(driver: Driver, *, real: bool = False,
+               progress: Callable[[int, int], None] | None = None) -> None:
+    """Run the timeline to its last event; ``real`` sleeps until each event (Kueue's test does)."""
+    t = driver.timeline
+    total = len(t.trace.arrivals)
+    if real:
+        import anyio
+        start = time.monotonic()
+        t.clock = lambda: round((time.monotonic() - start) * US)
+    while (at := t.next_time()) is not None:
+        if real:
+            await anyio.sleep(max(0.0, (at - t.clock()) / US))
+            now = t.clock()
+        else:
+            t.virtual = now = at
+        finishes, arrivals = t.pop_due(now)
+        for key in finishes:
+            await driver.finish(key)
+        for a in arrivals:
+            await driver.arrive(a)
+        await driver.settle()
+        t.sample()
+        if progress is not None:
+            progress(len(t.times), total)
