@@ -240,8 +240,11 @@ class Coordinator:
         self.rounds += 1
         heads = []
         snap = self.forest.clone()
-        for name, actor in self.cluster_queues.items():
-            nomination: Nomination = await actor.ask(Nominate())
+        # Every ClusterQueue is asked at once, then the answers are read in order: one
+        # trip through the event loop per round instead of one per ClusterQueue.
+        asked = [(name, actor.post(Nominate())) for name, actor in self.cluster_queues.items()]
+        for name, reply in asked:
+            nomination: Nomination = await reply.result(self.cluster_queues[name].ask_timeout)
             self._fill(snap, nomination.report)
             if nomination.head is not None:
                 heads.append((nomination.head, name))

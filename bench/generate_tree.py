@@ -21,7 +21,8 @@ import sys
 import yaml
 
 
-def generate(n_cq: int, n_wl: int, seed: int = 1, runtime: int | None = None) -> list[dict]:
+def generate(n_cq: int, n_wl: int, seed: int = 1, runtime: int | None = None,
+             preemption: bool = True) -> list[dict]:
     rnd = random.Random(seed)
     docs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
                         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -55,7 +56,8 @@ def generate(n_cq: int, n_wl: int, seed: int = 1, runtime: int | None = None) ->
         docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{i}"},
                      "spec": {"cohortName": groups[i % len(groups)], "namespaceSelector": {},
                               "queueingStrategy": "BestEffortFIFO",
-                              "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+                              "preemption": ({"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+                                             if preemption else {}),
                               "resourceGroups": [{"coveredResources": ["cpu"],
                                                   "flavors": [{"name": "default", "resources": [res]}]}]}})
         docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
@@ -79,8 +81,11 @@ def main() -> None:
     ap.add_argument("--workloads", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runtime", type=int, default=None, help="give each workload a runtime of 1..N seconds")
+    ap.add_argument("--no-preemption", action="store_true",
+                    help="ClusterQueues without preemption policies (the quota engine alone)")
     args = ap.parse_args()
-    yaml.safe_dump_all(generate(args.cluster_queues, args.workloads, args.seed, args.runtime), sys.stdout,
+    yaml.safe_dump_all(generate(args.cluster_queues, args.workloads, args.seed, args.runtime,
+                                 preemption=not args.no_preemption), sys.stdout,
                        default_flow_style=None, sort_keys=False)
 
 

@@ -121,8 +121,9 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
               preemptor: Preemptor, namespaces: Mapping[str, Mapping[str, str]],
               iterate: Iterate = classical_order) -> CycleResult:
     result = CycleResult()
-    for wl, cq_name in heads:
-        result.entries.append(_nominate(snapshot, wl, cq_name, preemptor, namespaces))
+    with snapshot.steady():  # every head is nominated against the same cycle-start snapshot
+        for wl, cq_name in heads:
+            result.entries.append(_nominate(snapshot, wl, cq_name, preemptor, namespaces))
     nominated = [e for e in result.entries if e.assignment is not None]
     victims: dict[str, WorkloadInfo] = {}
     for e in iterate(nominated, snapshot):

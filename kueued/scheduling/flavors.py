@@ -231,12 +231,15 @@ def lowest_fitting_height(cq: ClusterQueueSnapshot, fr: FR, value: int) -> tuple
         return 0, node.parent is not None
     remaining = value - qn.local_available(node, fr)
     tracking = node.parent
+    heights = cq.ancestor_heights()
+    level = 0
     while tracking.parent is not None:
         if not qn.borrowing_with(tracking, fr, remaining):
-            return qn.height(tracking), True
+            return heights[level], True
         remaining -= qn.local_available(tracking, fr)
         tracking = tracking.parent
-    return qn.height(tracking), False
+        level += 1
+    return heights[level], False
 
 
 def is_preferred(mode: Mode, borrow: int, best_mode: Mode, best_borrow: int,

@@ -8,13 +8,21 @@ cycle mutates it freely: admissions add usage, capacity reservations add usage,
 preemption simulations remove and restore workloads.  Nothing here talks to actors or
 the API; :meth:`Snapshot.clone` gives a cheap private copy (usage dicts are copied,
 limits and specs are shared, never mutated).
+
+A search that runs once per head (preemption) may keep what it derives from one
+ClusterQueue's admitted workloads with :meth:`Snapshot.derived`, e.g. those workloads
+sorted in candidate order.  Such a value lives as long as the ClusterQueue's workloads
+are unchanged: :meth:`add_workload` and :meth:`remove_workload` drop it, and so does
+replacing the ``workloads`` dict (an actor's report); a clone starts with none.
+Within :meth:`Snapshot.steady` (the cycle's nominations: every search restores what
+it removes) a search may also keep what it derives from usage, in ``steady_cache``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from kueued.model import api
 from kueued.quota import node as qn
@@ -22,6 +30,8 @@ from kueued.quota.node import FR, QuotaNode
 from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["ResourceGroup", "ClusterQueueSnapshot", "CohortSnapshot", "Snapshot"]
+
+T = TypeVar("T")
 
 
 class ResourceGroup:
@@ -34,7 +44,7 @@ class ResourceGroup:
 
 class ClusterQueueSnapshot:
     __slots__ = ("name", "spec", "node", "groups", "group_of", "workloads", "active",
-                 "inactive_reason", "fair_weight", "admission_scope")
+                 "inactive_reason", "fair_weight", "admission_scope", "_heights")
 
     def __init__(self, name: str, spec: api.ClusterQueueSpec, node: QuotaNode,
                  *, active: bool = True, inactive_reason: str = "") -> None:
@@ -50,6 +60,7 @@ class ClusterQueueSnapshot:
         self.fair_weight = _weight(spec.fair_sharing)
         self.admission_scope = bool(spec.admission_scope and spec.admission_scope.admission_mode
                                     == "UsageBasedAdmissionFairSharing")
+        self._heights: list[tuple[int, ...]] = []  # one cell, shared with every clone
 
     # --- shortcuts onto the quota node -------------------------------------------------------
     @property
@@ -67,6 +78,16 @@ class ClusterQueueSnapshot:
 
     def potential_available(self, fr: FR) -> int:
         return qn.potential_available(self.node, fr)
+
+    def ancestor_heights(self) -> tuple[int, ...]:
+        """``height`` of each ancestor, parent first.
+
+        A forest's shape never changes once built (a topology change builds a new one,
+        with new ClusterQueueSnapshots), and a clone copies it: computed once, shared.
+        """
+        if not self._heights:
+            self._heights.append(tuple(qn.height(a) for a in self.node.ancestors()))
+        return self._heights[0]
 
     def borrowing(self, fr: FR) -> bool:
         return self.nominal(fr) < self.usage(fr)
@@ -115,6 +136,9 @@ class Snapshot:
         self.flavors = flavors
         self.fair_sharing = fair_sharing
         self.by_node: dict[int, ClusterQueueSnapshot | CohortSnapshot] = {}
+        # per ClusterQueue: (the workloads dict it was derived from, {what: value})
+        self._derived: dict[str, tuple[dict[str, WorkloadInfo], dict[str, Any]]] = {}
+        self.steady_cache: dict[Any, Any] | None = None  # a dict only inside steady()
 
     def register(self, item: ClusterQueueSnapshot | CohortSnapshot) -> None:
         if isinstance(item, ClusterQueueSnapshot):
@@ -137,11 +161,37 @@ class Snapshot:
         cq = self.cluster_queues[wl.cluster_queue]  # type: ignore[index]
         cq.workloads[wl.key] = wl
         cq.add_usage(wl.usage)
+        self._derived.pop(cq.name, None)
 
     def remove_workload(self, wl: WorkloadInfo) -> None:
         cq = self.cluster_queues[wl.cluster_queue]  # type: ignore[index]
         if cq.workloads.pop(wl.key, None) is not None:
             cq.remove_usage(wl.usage)
+            self._derived.pop(cq.name, None)
+
+    def derived(self, cq: ClusterQueueSnapshot, what: str, build: Callable[[ClusterQueueSnapshot], T]) -> T:
+        """``build(cq)``, kept until the ClusterQueue's admitted workloads change."""
+        entry = self._derived.get(cq.name)
+        if entry is None or entry[0] is not cq.workloads:
+            entry = (cq.workloads, {})
+            self._derived[cq.name] = entry
+        values = entry[1]
+        if what not in values:
+            values[what] = build(cq)
+        return values[what]  # type: ignore[no-any-return]
+
+    @contextmanager
+    def steady(self) -> Iterator[None]:
+        """A stretch in which usage and admitted workloads stay as they are between searches.
+
+        Searches may remove workloads while they run but restore them before they
+        return, so what one derives from usage at its start holds for the next.
+        """
+        self.steady_cache = {}
+        try:
+            yield
+        finally:
+            self.steady_cache = None
 
     @contextmanager
     def without(self, workloads: Iterable[WorkloadInfo]) -> Iterator[None]:
@@ -174,7 +224,7 @@ class Snapshot:
             for slot in ClusterQueueSnapshot.__slots__:
                 setattr(c, slot, getattr(cq, slot))
             c.node = mapping[id(cq.node)]
-            c.workloads = dict(cq.workloads)
+            c.workloads = dict(cq.workloads)  # _heights stays shared: a clone has the same shape
             out.register(c)
         for co in self.cohorts.values():
             k = CohortSnapshot.__new__(CohortSnapshot)

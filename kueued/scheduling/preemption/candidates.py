@@ -85,7 +85,11 @@ def uses_resources(wl: WorkloadInfo, frs: Iterable[FR]) -> bool:
 
 def within_nominal(node: QuotaNode, frs: Iterable[FR]) -> bool:
     """``IsWithinNominalInResources``: usage <= subtree quota on every FR of ``frs``."""
-    return all(node.usage.get(fr, 0) <= node.subtree.get(fr, 0) for fr in frs)
+    usage, subtree = node.usage, node.subtree
+    for fr in frs:  # a loop, not all(...): called for every node walked and candidate tried
+        if usage.get(fr, 0) > subtree.get(fr, 0):
+            return False
+    return True
 
 
 def quantities_fit_in_quota(node: QuotaNode, requests: Mapping[FR, int]) -> tuple[bool, dict[FR, int]]:

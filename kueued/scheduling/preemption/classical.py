@@ -25,6 +25,12 @@ An attempt walks the ordered candidates, skipping invalid ones (:func:`is_valid`
 ReclaimWithoutBorrowing in a borrowing attempt, or a ClusterQueue back within quota),
 removing each from the snapshot until the workload fits (:mod:`.minimal`), then fills
 back.  The first attempt that fits wins; the snapshot is always restored.
+
+Candidates come from :func:`~.stream.candidate_stream` (the same sequence as
+``collect_candidates(...).ordered()``, produced lazily).  A head whose one pod set asks
+for one resource gets the same search from ``get_targets`` as from the oracle of the
+flavor it was given, on the same snapshot: the oracle keeps its targets for the
+``get_targets`` that follows it in the same nomination.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ from collections.abc import Iterator, Mapping
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Target
 from kueued.scheduling.flavors import Assignment, Mode, lowest_fitting_height
-from kueued.scheduling.preemption.candidates import CandidateSet, collect_candidates, is_valid
+from kueued.scheduling.preemption.candidates import CandidateSet, is_valid
 from kueued.scheduling.preemption.minimal import minimal_targets, workload_fits
 from kueued.scheduling.preemption.policy import borrow_within_cohort
+from kueued.scheduling.preemption.stream import CandidateStream, candidate_stream
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
@@ -49,9 +56,15 @@ class ClassicalPreemptor:
     def __init__(self, snapshot: Snapshot, *, settings: object = None) -> None:
         self.snapshot = snapshot
         self.settings = settings
+        # the oracle's searches for the workload being nominated, by (queue, FR, amount)
+        self._nominee: WorkloadInfo | None = None
+        self._found: dict[tuple[str, FR, int], list[Target]] = {}
 
     def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, value: int) -> tuple[Mode, int]:
         targets = classical_targets(self.snapshot, cq, wl, {fr: value}, {fr})
+        if wl is not self._nominee:
+            self._nominee, self._found = wl, {}
+        self._found[(cq.name, fr, value)] = targets
         if not targets:
             return Mode.NO_CANDIDATES, lowest_fitting_height(cq, fr, value)[0]
         with self.snapshot.without(t.workload for t in targets):
@@ -64,10 +77,17 @@ class ClassicalPreemptor:
         frs = assignment.frs_needing_preemption()
         if not frs:
             return []
+        found, self._nominee, self._found = self._found if wl is self._nominee else {}, None, {}
+        if len(assignment.usage) == 1 and len(frs) == 1:
+            # Nothing changed the snapshot since the flavor assigner asked the oracle
+            # this very question (run_cycle nominates one head at a time).
+            (fr, value), = assignment.usage.items()
+            if fr in frs and (cq.name, fr, value) in found:
+                return list(found[(cq.name, fr, value)])
         return classical_targets(self.snapshot, cq, wl, assignment.usage, frs)
 
 
-def attempts(cq: ClusterQueueSnapshot, candidates: CandidateSet, frs: set[FR]) -> list[bool]:
+def attempts(cq: ClusterQueueSnapshot, candidates: CandidateSet | CandidateStream, frs: set[FR]) -> list[bool]:
     """Which attempts to make, in order: True = the preemptor may borrow afterwards."""
     forbidden, _ = borrow_within_cohort(cq)
     if candidates.none_from_other_queues or (forbidden and not _under_nominal(cq, frs)):
@@ -85,13 +105,12 @@ def _under_nominal(cq: ClusterQueueSnapshot, frs: set[FR]) -> bool:
 def classical_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
                       requests: Mapping[FR, int], frs: set[FR]) -> list[Target]:
     """The victims that let ``wl`` fit in ``cq``, or [] when preemption cannot help."""
-    candidates = collect_candidates(snapshot, cq, wl, requests, frs)
-    if not len(candidates):
+    candidates = candidate_stream(snapshot, cq, wl, requests, frs)
+    if candidates.empty:
         return []
-    ordered = candidates.ordered()
     for borrowing in attempts(cq, candidates, frs):
         def valid(borrowing: bool = borrowing) -> Iterator[Target]:
-            for c in ordered:
+            for c in candidates.ordered(borrowing=borrowing):
                 if is_valid(snapshot, cq, c, frs, borrowing=borrowing):
                     yield Target(c.wl, c.variant.reason)
 
