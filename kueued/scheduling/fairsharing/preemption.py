@@ -47,7 +47,8 @@ from kueued.scheduling.fairsharing import gates
 from kueued.scheduling.fairsharing.admission import local_queue_usage_for
 from kueued.scheduling.fairsharing.ordering import TargetOrdering, almost_lcas, cluster_queues_under
 from kueued.scheduling.fairsharing.share import DRS, Shares, compare
-from kueued.scheduling.flavors import Assignment, Mode, lowest_fitting_height
+from kueued.scheduling.flavors import Assignment, Mode
+from kueued.scheduling.preemption.classical import oracle_mode
 from kueued.scheduling.preemption.minimal import fill_back, restore, workload_fits
 from kueued.scheduling.preemption.ordering import candidate_order_key, compare_candidates
 from kueued.scheduling.preemption.policy import NEVER, satisfies_preemption_policy
@@ -255,13 +256,7 @@ class FairPreemptor:
     def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, value: int) -> tuple[Mode, int]:
         """Kueue's ``SimulatePreemption``: the mode and the borrowing level after the victims go."""
         targets = fair_targets(self.snapshot, cq, wl, {fr: value}, {fr}, settings=self.settings)
-        if not targets:
-            return Mode.NO_CANDIDATES, lowest_fitting_height(cq, fr, value)[0]
-        with self.snapshot.without(t.workload for t in targets):
-            borrow = lowest_fitting_height(cq, fr, value)[0]
-        if any(t.workload.cluster_queue == cq.name for t in targets):
-            return Mode.PREEMPT, borrow
-        return Mode.RECLAIM, borrow
+        return oracle_mode(self.snapshot, cq, fr, value, targets)
 
     def get_targets(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment) -> list[Target]:
         return fair_targets(self.snapshot, cq, wl, assignment.usage, assignment.frs_needing_preemption(),

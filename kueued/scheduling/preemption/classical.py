@@ -65,13 +65,7 @@ class ClassicalPreemptor:
         if wl is not self._nominee:
             self._nominee, self._found = wl, {}
         self._found[(cq.name, fr, value)] = targets
-        if not targets:
-            return Mode.NO_CANDIDATES, lowest_fitting_height(cq, fr, value)[0]
-        with self.snapshot.without(t.workload for t in targets):
-            borrow = lowest_fitting_height(cq, fr, value)[0]
-        if any(t.workload.cluster_queue == cq.name for t in targets):
-            return Mode.PREEMPT, borrow
-        return Mode.RECLAIM, borrow
+        return oracle_mode(self.snapshot, cq, fr, value, targets)
 
     def get_targets(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment) -> list[Target]:
         frs = assignment.frs_needing_preemption()
@@ -121,3 +115,17 @@ def classical_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: Workload
         if targets:
             return targets
     return []
+
+
+def oracle_mode(snapshot: Snapshot, cq: ClusterQueueSnapshot, fr: FR, value: int,
+                targets: list[Target]) -> tuple[Mode, int]:
+    """Kueue's ``SimulatePreemption`` verdict from the targets found for one FR: no candidates,
+    preempt (a target in the preemptor's own queue) or reclaim, with the borrowing level the
+    preemptor would have once the targets are gone."""
+    if not targets:
+        return Mode.NO_CANDIDATES, lowest_fitting_height(cq, fr, value)[0]
+    with snapshot.without(t.workload for t in targets):
+        borrow = lowest_fitting_height(cq, fr, value)[0]
+    if any(t.workload.cluster_queue == cq.name for t in targets):
+        return Mode.PREEMPT, borrow
+    return Mode.RECLAIM, borrow
