@@ -6,7 +6,8 @@ scheduler's ``WorkloadInfo``), never copied.
 
 Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Release.
 Down the tree: Evict (a reclaim: release a victim and requeue it).
-Coordinator -> ClusterQueue: Nominate (a round's head and balance), PopHead, Enqueue, Requeue, RequeueParked, Confirm, Report.
+Coordinator -> ClusterQueue: Nominate (a round's head and balance), PopHead, Enqueue, Forget,
+Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Report.
 Coordinator -> any node: Report, Configure, Recharge.
 """
 

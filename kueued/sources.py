@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kueued.errors import ManifestError
 from kueued.model.api import object_key
 

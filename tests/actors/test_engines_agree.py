@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from actors.simulation import run_actors
-from kueued.simulate import load_manifests, simulate
 from kueued.kube.port import InMemoryPort
+from kueued.simulate import load_manifests, simulate
 from tests.conformance.test_scenarios import SCENARIOS
 
 

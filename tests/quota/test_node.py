@@ -60,8 +60,8 @@ def test_borrowing_limit_caps_what_a_node_takes_from_its_parent() -> None:
 ])
 def test_lowest_fitting_height(used: int, value: int, height: int, may_reclaim: bool) -> None:
     from kueued.model import api
-    from kueued.scheduling.snapshot import ClusterQueueSnapshot
     from kueued.scheduling.flavors import lowest_fitting_height
+    from kueued.scheduling.snapshot import ClusterQueueSnapshot
     t = tree({"root": (None, 5000, None, None), "team": ("root", 0, None, None),
               "cqa": ("team", 2000, None, None), "cqb": ("team", 2000, None, None)})
     qn.add_usage(t["cqa"], FR, used)
