@@ -56,8 +56,8 @@ from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import Iterate, Preemptor, classical_order, run_cycle
 from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
-from kueued.scheduling.policies import local_queue_hook
 from kueued.scheduling.queues import RequeueReason
+from kueued.scheduling.run import forest_of, queue_order_hook
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import Change, World
@@ -87,9 +87,7 @@ class Coordinator:
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
-        w = self.world
-        self.forest = build_forest(cluster_queues=w.cluster_queues, cohorts=w.cohorts, flavors=w.flavors,
-                                   fair_sharing=w.settings.fair_sharing, settings=w.settings)
+        self.forest = forest_of(self.world)
         for name, cq in self.forest.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
             actor = self.cluster_queues.get(name)
@@ -102,7 +100,7 @@ class Coordinator:
                     actor.stop()
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
-            self.cluster_queues[name].queue.usage_of = afs.usage_hook(self, cq) or local_queue_hook(self, cq)
+            self.cluster_queues[name].queue.usage_of = queue_order_hook(self, cq)
             self.cluster_queues[name].active = cq.active
         for name in self.forest.cohorts:
             if name not in self.cohorts:

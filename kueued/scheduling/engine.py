@@ -23,8 +23,8 @@ from kueued.quota.node import QuotaNode
 from kueued.scheduling.cycle import CycleResult, Iterate, Preemptor, classical_order, run_cycle
 from kueued.scheduling.fairsharing import admission as afs
 from kueued.scheduling.forest import build_forest
-from kueued.scheduling.policies import local_queue_hook
 from kueued.scheduling.queues import PendingQueue
+from kueued.scheduling.run import forest_of, queue_order_hook
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import World
@@ -50,9 +50,7 @@ class Engine:
 
     # --- keeping up with the world ------------------------------------------------------------
     def rebuild(self) -> None:
-        w = self.world
-        self.state = build_forest(cluster_queues=w.cluster_queues, cohorts=w.cohorts, flavors=w.flavors,
-                                  fair_sharing=w.settings.fair_sharing, settings=w.settings)
+        self.state = forest_of(self.world)
         for name, cq in self.state.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
             q = self.queues.get(name)
@@ -61,7 +59,7 @@ class Engine:
                 for wl in (q.pending() if q else ()):
                     fresh.push(wl)
                 self.queues[name] = fresh
-            self.queues[name].usage_of = afs.usage_hook(self, cq) or local_queue_hook(self, cq)  # KEP-4136/1093
+            self.queues[name].usage_of = queue_order_hook(self, cq)
         for name in list(self.queues):
             if name not in self.state.cluster_queues:
                 del self.queues[name]

@@ -88,3 +88,19 @@ def merge_outcome(report, outcome) -> None:
                                                None, r.preemptions, r.reason or None)
     for name, g in outcome.quota_groups.items():
         report.quota_groups[name] = {"runtime": quantity_map(g.runtime), "request": quantity_map(g.request)}
+
+
+def queue_order_hook(owner, cq: ClusterQueueSnapshot):  # owner: Engine or Coordinator
+    """How a ClusterQueue's pending heap orders workloads beyond Kueue's default: admission
+    fair sharing (KEP-4136) where its admissionScope asks, else a KEP-1093 LocalQueue policy.
+    One place, so the pure core and the actors can never order differently."""
+    from kueued.scheduling.fairsharing import admission as afs
+    from kueued.scheduling.policies import local_queue_hook
+    return afs.usage_hook(owner, cq) or local_queue_hook(owner, cq)
+
+
+def forest_of(world: World) -> Snapshot:
+    """The quota forest (zero usage) for the world's current objects and settings."""
+    from kueued.scheduling.forest import build_forest
+    return build_forest(cluster_queues=world.cluster_queues, cohorts=world.cohorts, flavors=world.flavors,
+                        fair_sharing=world.settings.fair_sharing, settings=world.settings)
