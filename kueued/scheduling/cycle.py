@@ -24,13 +24,16 @@ Steps (``pkg/scheduler/scheduler.go``):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kueued.model import api
 from kueued.scheduling.flavors import Assignment, Mode, assign_flavors
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
+
+if TYPE_CHECKING:
+    from kueued.scheduling.verdicts import Verdict, Verdicts
 
 __all__ = ["Target", "Preemptor", "Entry", "CycleResult", "run_cycle", "namespace_matches",
            "namespace_labels"]
@@ -119,17 +122,37 @@ def _gate(snapshot: Snapshot, name: str, *, default: bool) -> bool:
 
 def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
               preemptor: Preemptor, namespaces: Mapping[str, Mapping[str, str]],
-              iterate: Iterate = classical_order) -> CycleResult:
+              iterate: Iterate = classical_order, verdicts: Verdicts | None = None) -> CycleResult:
+    """One cycle.  ``verdicts`` (the engine's, valid for this snapshot's state) answers the heads
+    it remembers failing and learns from the new failures (:mod:`.verdicts`)."""
     result = CycleResult()
+    learnt: list[tuple[Entry, Verdict]] = []
     with snapshot.steady():  # every head is nominated against the same cycle-start snapshot
         for wl, cq_name in heads:
-            result.entries.append(_nominate(snapshot, wl, cq_name, preemptor, namespaces))
+            cq = snapshot.cluster_queues.get(cq_name)
+            known = verdicts.recall(cq, wl) if verdicts is not None and cq is not None and cq.active else None
+            if known is not None:
+                e = Entry(wl, cq_name)
+                e.assignment, e.message = known.assignment, known.nominated
+            else:
+                e = _nominate(snapshot, wl, cq_name, preemptor, namespaces)
+                if (verdicts is not None and e.assignment is not None and not e.targets
+                        and not wl.victims and cq is not None):
+                    v = verdicts.keep(cq, wl, e.assignment, e.message)
+                    if v is not None:
+                        learnt.append((e, v))
+            result.entries.append(e)
     nominated = [e for e in result.entries if e.assignment is not None]
     victims: dict[str, WorkloadInfo] = {}
     for e in iterate(nominated, snapshot):
         _process(snapshot, e, victims, preemptor, result)
     for e in result.entries:  # settle: only a head that issued evictions this cycle keeps waiting
         e.wl.preempting = e.status == "preempting"
+    for e, v in learnt:
+        if e.status == "pending":
+            v.message, v.reason = e.message, e.reason
+        else:  # pragma: no cover - a target-less failure is never admitted; kept for safety
+            verdicts.drop(snapshot.cluster_queues[e.cq], e.wl)  # type: ignore[union-attr]
     return result
 
 

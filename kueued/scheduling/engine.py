@@ -26,6 +26,7 @@ from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import PendingQueue
 from kueued.scheduling.run import forest_of, queue_order_hook
 from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.verdicts import Verdicts
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import World
 
@@ -47,6 +48,7 @@ class Engine:
         self.state = build_forest(cluster_queues={}, cohorts={}, flavors={})
         self.cycles = 0
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
+        self.verdicts = Verdicts()
 
     # --- keeping up with the world ------------------------------------------------------------
     def rebuild(self) -> None:
@@ -68,6 +70,7 @@ class Engine:
             self._place(wl)
         for q in self.queues.values():
             q.requeue_inadmissible()
+        self.verdicts.forget(self.state, self.world.settings)
 
     def _place(self, wl: WorkloadInfo) -> None:
         for q in self.queues.values():
@@ -100,6 +103,7 @@ class Engine:
             return
         if wl.admitted and wl.cluster_queue in self.state.cluster_queues:
             self.state.remove_workload(wl)
+            self.verdicts.touch(wl.cluster_queue)
             self._requeue_tree(wl.cluster_queue)  # type: ignore[arg-type]
             return
         for q in self.queues.values():
@@ -122,11 +126,53 @@ class Engine:
     def cycle(self) -> CycleResult:
         self.cycles += 1
         heads = self.heads()
+        if self.clock is not None:
+            heads = self._fold_dead_rounds(heads)
         snap = self.state.clone()
         result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world),
-                           namespaces=self.world.namespaces, iterate=self.iterate)
+                           namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
         self.apply(result)
         return result
+
+    def _fold_dead_rounds(self, heads: list[tuple[WorkloadInfo, str]]) -> list[tuple[WorkloadInfo, str]]:
+        """Requeue the heads of every tree whose round is dead (:mod:`.verdicts`) and pop again.
+
+        A tree stops folding when one of its heads needs judging, or when a dead round
+        parked nothing (a StrictFIFO head goes straight back and would come out again).
+        """
+        stuck: set[str] = set()
+        while True:
+            dead = self.verdicts.dead(heads, self.state.cluster_queues)
+            again: set[str] = set()
+            for root, items in dead.items():
+                if root in stuck:
+                    continue
+                parked = False
+                for wl, name, v in items:
+                    q = self.queues[name]
+                    self.reasons[wl.key] = v.message
+                    wl.preempting = False
+                    q.requeue(wl, v.reason)
+                    parked = parked or q.parks(v.reason)
+                    again.add(name)
+                if not parked:
+                    stuck.add(root)
+            if not again:
+                return heads
+            heads = self._repop(heads, again)
+
+    def _repop(self, heads: list[tuple[WorkloadInfo, str]], names: set[str]) -> list[tuple[WorkloadInfo, str]]:
+        """``heads`` with a fresh head for each queue in ``names``, in queue order as :meth:`heads` gives."""
+        current = {name: wl for wl, name in heads if name not in names}
+        out = []
+        for name, q in self.queues.items():
+            if name in names:
+                head = q.pop_head()
+                if head is not None:
+                    out.append((head, name))
+            elif name in current:
+                out.append((current[name], name))
+        return out
 
     def apply(self, result: CycleResult) -> None:
         touched: set[str] = set()
@@ -141,10 +187,12 @@ class Engine:
             self.events.append(("evicted", victim.key, by.wl.key, target.reason))
             self.queues[cq_name].push(victim)  # type: ignore[index]
             touched.add(cq_name)  # type: ignore[arg-type]
+            self.verdicts.touch(cq_name)
         for e in result.admitted:
             assert e.assignment is not None
             e.wl.admit(e.cq, dict(e.assignment.usage), e.assignment.flavors(), at=self.now())
             self.state.add_workload(e.wl)
+            self.verdicts.touch(e.cq)
             afs.record_admission(self, e)  # admission fair sharing: the entry penalty
             self.reasons.pop(e.wl.key, None)
         for e in result.entries:
