@@ -2,10 +2,23 @@
 
 One root task group holds every actor and two tasks: the *source* (a manifest
 directory polled every ``interval`` seconds until the Kubernetes layer's watches
-replace it) feeds apply/delete events to the coordinator, and after each batch the
-coordinator runs rounds to quiescence.  Decisions leave through the API port and are
-logged as structlog events.  systemd is told READY once every actor has started, and
-STOPPING when the task group is cancelled (SIGTERM).
+replace it) feeds apply/delete events to the coordinators, and after each batch they
+run rounds to quiescence.  Decisions leave through the API port and are logged as
+structlog events.  systemd is told READY once every actor has started, and STOPPING
+when the task group is cancelled (SIGTERM).
+
+Two coordinators share the World and the port: Kueue's (ClusterQueues, Cohorts) and
+the ElasticQuota one (``actors.elastic``).  Every object goes through Kueue's
+coordinator first (it applies it to the World); after the batch the elastic coordinator
+is synced to the World (ElasticQuotas, Nodes, the Workloads labelled for a quota, the
+recycling delay), both run to quiescence, and each ElasticQuota's request and runtime
+are written back as Koordinator's annotations.  An ElasticQuota that validation refuses
+gets an ``Accepted=False`` condition and an ``object_rejected`` warning; the earlier
+version stays in force and nothing else is affected.
+
+Forced recycling waits ``delay_evict_time`` on ``clock`` (monotonic seconds unless a
+test injects one): when a group's delay runs out with nothing else happening, the next
+poll runs the rounds all the same.
 """
 
 from __future__ import annotations
@@ -13,6 +26,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,15 +34,21 @@ import anyio
 import structlog
 
 from actors.coordinator import Coordinator
+from actors.elastic import ElasticCoordinator
 from kueued.kube.port import ApiPort, InMemoryPort
 from kueued.metrics import Metrics
+from kueued.model.api import object_key
+from kueued.scheduling.elastic import prepare
 from kueued.scheduling.run import make_iterate, make_preemptor
 from kueued.sources import ManifestDirectory
-from kueued.world import World
+from kueued.world import Change, World
 
 __all__ = ["run_daemon", "sd_notify"]
 
 log = structlog.get_logger("kueued.daemon")
+
+# What the elastic tree is built from: a change to anything else leaves it as it is.
+_ELASTIC_KINDS = frozenset({"ElasticQuota", "Node", "Workload", "Configuration"})
 
 
 def sd_notify(state: str) -> bool:
@@ -46,12 +66,16 @@ def sd_notify(state: str) -> bool:
 
 async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                      on_settled: Callable[[Coordinator], None] | None = None,
-                     handle_signals: bool = True, metrics: Metrics | None = None) -> None:
+                     handle_signals: bool = True, metrics: Metrics | None = None,
+                     clock: Callable[[], float] = time.monotonic) -> None:
     world = World()
     source = ManifestDirectory(manifests)
     async with anyio.create_task_group() as tg:
         coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
+        elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
+                                     delay=world.settings.delay_evict_time)
         await coord.sync_topology(tg)
+        await elastic.start(tg)
         if handle_signals:
             tg.start_soon(_stop_on_signal, tg.cancel_scope)
         sd_notify("READY=1")
@@ -59,28 +83,40 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
         try:
             while True:
                 changed = 0
+                elastic_changed = False
                 for verb, manifest in source.scan():
                     change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
                     changed += 1
-                    key = f"{manifest.get('kind')}/{(manifest.get('metadata') or {}).get('name')}"
-                    if key in world.rejected or change.value == "rejected":
-                        log.warning("object_rejected", object=key, reason=world.rejected.get(key, ""))
+                    key = object_key(manifest)
+                    reason = world.rejected.get(key, "") if change is Change.REJECTED else None
+                    if reason is not None:
+                        log.warning("object_rejected", object=key, reason=reason)
+                    elastic_changed = elastic_changed or manifest.get("kind") in _ELASTIC_KINDS
+                    if manifest.get("kind") == "ElasticQuota":
+                        await elastic.validated(manifest, reason)
                 for path, why in source.errors.items():
                     log.warning("manifest_unreadable", file=str(path), error=why)
-                if changed:
+                due = elastic.deadline()
+                if changed or (due is not None and due <= clock()):
+                    if elastic_changed:
+                        await elastic.sync_world(world)
                     rounds = await coord.run_to_quiescence()
-                    log.info("settled", changes=changed, rounds=rounds)
+                    elastic_rounds = await elastic.run_to_quiescence()
+                    await elastic.publish()
+                    log.info("settled", changes=changed, rounds=rounds, elastic_rounds=elastic_rounds)
                     if metrics is not None:
-                        metrics.rounds.inc(rounds)
+                        metrics.rounds.inc(rounds + elastic_rounds)
                         metrics.observe_queues(a.sample() for a in coord.cluster_queues.values())
                         if isinstance(port, InMemoryPort):
                             metrics.observe_commits(port.log)
                     if on_settled is not None:
                         on_settled(coord)
-                await anyio.sleep(interval)
+                due = elastic.deadline()
+                await anyio.sleep(interval if due is None else min(interval, max(0.0, due - clock())))
         finally:
             sd_notify("STOPPING=1")
             coord.stop()
+            elastic.stop()
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:

@@ -1,24 +1,34 @@
-"""``simulate`` on the actor engine: a World in, a Report out.
+"""``simulate`` on the actor engine: a World in, a Report out, with or without a clock.
 
 Kueue's coordinator and the ElasticQuota coordinator are siblings: their actors start in
 one task group, both commit through one API port, and their rounds run side by side
 (the two kinds of tree share no quota: a workload carrying the ElasticQuota label is
 routed to the elastic tree and never queued in a ClusterQueue).  When both have
 settled, the Kueue side's report is assembled and the elastic outcome merged into it,
-exactly as the synchronous engine merges ``run_elastic``'s.
+exactly as the synchronous engine merges ``ElasticRun``'s.
+
+Without a clock (:func:`run_actors`) the elastic tree runs to quiescence with the forced
+recycling delay counted as elapsed.  On a timeline (:func:`run_actors_timed`) workloads
+arrive and finish, the elastic coordinator runs on the timeline's clock, and a group over
+its runtime is recycled only once ``Settings.delay_evict_time`` has passed.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 
 from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
-from kueued.kube.port import InMemoryPort
+from kueued.kube.port import ApiPort, InMemoryPort
 from kueued.scheduling.elastic import ElasticOutcome, prepare
 from kueued.scheduling.run import elastic_inputs, make_iterate, make_preemptor, merge_outcome
 from kueued.simulate import Report, report_from
 from kueued.world import World
+
+__all__ = ["run_actors", "run_actors_timed"]
 
 
 def run_actors(world: World) -> Report:
@@ -45,6 +55,44 @@ def run_actors(world: World) -> Report:
                 if elastic is not None:
                     elastic.stop()
         return kueue, outcome
+    coord, outcome = anyio.run(main)
+    report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
+                         cycles=coord.rounds, snapshot=coord.final)
+    if outcome is not None:
+        merge_outcome(report, outcome)
+    return report
+
+
+def run_actors_timed(world: World, timeline: Any, *, real: bool = False,
+                     progress: Callable[[int, int], None] | None = None) -> Report:
+    """A timed run on the actor engine: both coordinators commit through a TimelinePort."""
+    from kueued.timeline import US, CoordinatorDriver, Driver, ElasticDriver, TimelinePort, play
+
+    async def main() -> tuple[Coordinator, ElasticOutcome | None]:
+        port: ApiPort = TimelinePort(timeline)
+        coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
+        driver: Driver = CoordinatorDriver(coord, timeline)
+        inputs = elastic_inputs(world)
+        elastic = None
+        if inputs is not None:
+            elastic = ElasticCoordinator(prepare(*inputs), port, clock=timeline.clock,
+                                         delay=round(world.settings.delay_evict_time * US))
+            driver = ElasticDriver(driver, elastic)
+        outcome = None
+        async with anyio.create_task_group() as tg:
+            try:
+                await coord.sync_topology(tg)
+                if elastic is not None:
+                    await elastic.start(tg)
+                await play(driver, real=real, progress=progress)
+                coord.final = await coord.assemble()
+                if elastic is not None:
+                    outcome = await elastic.outcome()
+            finally:
+                coord.stop()
+                if elastic is not None:
+                    elastic.stop()
+        return coord, outcome
     coord, outcome = anyio.run(main)
     report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
                          cycles=coord.rounds, snapshot=coord.final)

@@ -165,31 +165,9 @@ class _progress:
 
 
 def run_actors_timed(world, timeline, *, real: bool = False, progress=None):  # -> Report
-    """A timed run on the actor engine: the coordinator commits through a TimelinePort.
-
-    Lives in the composition root because ``kueued`` never imports ``actors``.
-    """
-    import anyio
-
-    from actors.coordinator import Coordinator
-    from kueued.scheduling.run import make_iterate, make_preemptor
-    from kueued.simulate import report_from
-    from kueued.timeline import CoordinatorDriver, TimelinePort, play
-
-    async def main() -> Coordinator:
-        coord = Coordinator(world, TimelinePort(timeline), preemptor=make_preemptor, iterate=make_iterate(world))
-        driver = CoordinatorDriver(coord, timeline)
-        async with anyio.create_task_group() as tg:
-            try:
-                await coord.sync_topology(tg)
-                await play(driver, real=real, progress=progress)
-                coord.final = await coord.assemble()
-            finally:
-                coord.stop()
-        return coord
-    coord = anyio.run(main)
-    return report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
-                       cycles=coord.rounds, snapshot=coord.final)
+    """A timed run on the actor engine (``actors.simulation``; the composition root may import actors)."""
+    from actors.simulation import run_actors_timed as run
+    return run(world, timeline, real=real, progress=progress)
 
 
 def _run(args: argparse.Namespace) -> int:

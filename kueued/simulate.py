@@ -248,18 +248,27 @@ def run_sync_timed(world: World, timeline: Any, *, real: bool = False,
                    progress: Callable[[int, int], None] | None = None) -> Report:
     import anyio
 
+    from kueued.scheduling.elastic import ElasticRun, prepare
     from kueued.scheduling.engine import Engine
-    from kueued.scheduling.run import make_iterate, make_preemptor
-    from kueued.timeline import SyncDriver, play
+    from kueued.scheduling.run import elastic_inputs, make_iterate, make_preemptor, merge_outcome
+    from kueued.timeline import US, Driver, ElasticDriver, PureElastic, SyncDriver, play
     engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
     engine.rebuild()
-    driver = SyncDriver(engine, timeline)
+    driver: Driver = SyncDriver(engine, timeline)
+    inputs = elastic_inputs(world)
+    elastic = None
+    if inputs is not None:  # an ElasticQuota tree beside: recycling delay on the timeline's clock
+        elastic = ElasticRun(prepare(*inputs), delay=round(world.settings.delay_evict_time * US))
+        driver = ElasticDriver(driver, PureElastic(elastic, timeline))
 
     async def main() -> None:
         await play(driver, real=real, progress=progress)
     anyio.run(main)
-    return report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
-                       cycles=engine.cycles, snapshot=engine.state)
+    report = report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
+                         cycles=engine.cycles, snapshot=engine.state)
+    if elastic is not None:
+        merge_outcome(report, elastic.outcome())
+    return report
 
 
 def render_summary(summary: Any, console: Any = None, *, reference: dict[str, Any] | None = None) -> None:

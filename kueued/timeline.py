@@ -22,6 +22,14 @@ the API port (:class:`TimelinePort`), the pure engine's cycle results are read b
 workload makes the stale heap entry a no-op); when re-admitted it runs its full run time
 again.  Time to admission is measured to the first admission, as Kueue's runner does.
 
+ElasticQuota trees run beside Kueue's (:class:`ElasticDriver` wraps either driver): an
+arrival the World routes to an ElasticQuota goes to the elastic engine as well, and the
+elastic engine runs on this clock, so forced recycling waits its delay
+(``Settings.delay_evict_time``) in virtual time.  When a group is over its runtime the
+engine says when recycling falls due, and the timeline schedules a *wake-up* then
+(:meth:`Timeline.wake_at`, ordered after finishes and arrivals at one instant): the loop
+settles at that instant even if nothing arrives or finishes.
+
 Usage is integrated exactly: per ClusterQueue, reserved milli-cpu times microseconds,
 updated at every admission, eviction and finish.  Times are integer microseconds so
 ``0.1 + 0.2`` lands on the same instant as an arrival at ``0.3``.
@@ -30,6 +38,7 @@ updated at every admission, eviction and finish.  Times are integer microseconds
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -42,14 +51,14 @@ from kueued.scheduling.workload import timestamp
 from kueued.world import Change, World
 
 __all__ = ["ARRIVAL", "RUNTIME", "CLASS", "Arrival", "Trace", "trace_from", "Timeline", "TimelinePort",
-           "SyncDriver", "CoordinatorDriver", "Driver", "play", "Summary", "is_timed"]
+           "SyncDriver", "CoordinatorDriver", "ElasticDriver", "PureElastic", "Driver", "play", "Summary", "is_timed"]
 
 ARRIVAL = "kueued.io/arrival"
 RUNTIME = "kueued.io/runtime"
 CLASS = "kueued.io/class"        # label: which class a Workload or ClusterQueue reports under
 EPOCH = 1_767_225_600.0          # 2026-01-01T00:00:00Z: time 0 when no arrival names an instant
 US = 1_000_000
-_FINISH, _ARRIVE = 0, 1          # heap order at one instant: releases first
+_FINISH, _ARRIVE, _WAKE = 0, 1, 2  # heap order at one instant: releases first, wake-ups last
 
 
 class Arrival(msgspec.Struct):
@@ -166,6 +175,7 @@ class Timeline:
         self.virtual = 0
         self.clock: Callable[[], int] = lambda: self.virtual
         self._heap: list[tuple[int, int, int, int]] = []  # (at, kind, seq, generation)
+        self._wakes: set[int] = set()
         self._arrivals = trace.arrivals
         for seq, a in enumerate(trace.arrivals):
             self._heap.append((a.at, _ARRIVE, seq, 0))
@@ -189,7 +199,10 @@ class Timeline:
         """Valid finishes and arrivals due by ``now``, each in heap order."""
         finishes, arrivals = [], []
         while self._heap and self._heap[0][0] <= now:
-            _, kind, seq, gen = heapq.heappop(self._heap)
+            at, kind, seq, gen = heapq.heappop(self._heap)
+            if kind == _WAKE:
+                self._wakes.discard(at)
+                continue
             a = self._arrivals[seq]
             if kind == _ARRIVE:
                 self.times[a.key] = WorkloadTimes(arrival_ms=a.at / 1000)
@@ -197,6 +210,12 @@ class Timeline:
             elif self.running.get(a.key, (None,))[0] == gen:
                 finishes.append(a.key)
         return finishes, arrivals
+
+    def wake_at(self, at: int) -> None:
+        """Settle again at ``at`` even if nothing arrives or finishes then (a forced recycling deadline)."""
+        if at > self.clock() and at not in self._wakes:
+            self._wakes.add(at)
+            heapq.heappush(self._heap, (at, _WAKE, -1, 0))
 
     # --- decisions ---------------------------------------------------------------------------
     def admitted(self, key: str, cq: str, usage: dict[tuple[str, str], int]) -> None:
@@ -301,6 +320,12 @@ class TimelinePort:
         self.timeline.evicted(workload)
         return True
 
+    async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
+        return True  # status is not part of a timed run's record
+
+    async def set_quota_condition(self, quota: str, *, namespace: str, condition: Any) -> bool:
+        return True
+
 
 class Driver(Protocol):
     """An engine as :func:`play` drives it (the actor one lives with the composition root)."""
@@ -366,6 +391,71 @@ class CoordinatorDriver:
 
     async def settle(self) -> None:
         await self.coordinator.run_to_quiescence()
+
+
+class ElasticDriver:
+    """A driver with an ElasticQuota tree beside it; ``elastic`` is either engine's (duck-typed).
+
+    The World routes a workload carrying the quota label to the elastic tree
+    (``World.route``): the inner driver applies every arrival and leaves such a workload
+    unrouted, this one hands it to ``elastic``.  ``elastic`` runs on the timeline's clock
+    (microseconds; its recycling delay is converted to match) and says when forced
+    recycling is next due, which becomes a wake-up: a group over its runtime is recycled
+    when its delay has passed even if nothing else happens then.
+    """
+
+    def __init__(self, inner: Driver, elastic: Any) -> None:
+        self.inner = inner
+        self.elastic = elastic
+        self.timeline = inner.timeline
+        self.held: set[str] = set()
+
+    async def arrive(self, arrival: Arrival) -> None:
+        await self.inner.arrive(arrival)
+        world = self.timeline.world
+        wl = world.workloads.get(arrival.key)
+        if wl is not None and world.route(wl)[1] == "elastic":
+            self.held.add(arrival.key)
+            await self.elastic.arrive(world.raw[f"Workload/{arrival.key}"])
+
+    async def finish(self, key: str) -> None:
+        await self.inner.finish(key)  # recorded, and the World forgets it
+        if key in self.held:
+            self.held.discard(key)
+            await self.elastic.finish(key)
+
+    async def settle(self) -> None:
+        await self.inner.settle()
+        await self.elastic.run_to_quiescence()
+        due = self.elastic.deadline()
+        if due is not None:
+            self.timeline.wake_at(math.ceil(due))
+
+
+class PureElastic:
+    """The pure elastic engine (``ElasticRun``) under a timeline: its decisions recorded as a port would."""
+
+    def __init__(self, run: Any, timeline: Timeline) -> None:
+        self.run = run
+        self.timeline = timeline
+
+    async def arrive(self, manifest: dict[str, Any]) -> None:
+        self.run.arrive(self.run.setup.place(manifest))
+
+    async def finish(self, key: str) -> bool:
+        return bool(self.run.finish(key))
+
+    async def run_to_quiescence(self) -> None:
+        self.run.run_to_quiescence(self.timeline.clock())
+        for kind, w in self.run.decisions:
+            if kind == "admit":
+                self.timeline.admitted(w.key, w.group, {("", r): v for r, v in w.request.items()})
+            else:
+                self.timeline.evicted(w.key)
+        self.run.decisions.clear()
+
+    def deadline(self) -> float | None:
+        return self.run.deadline()
 
 
 async def play(driver: Driver, *, real: bool = False,

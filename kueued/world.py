@@ -18,6 +18,9 @@ import msgspec
 
 from kueued.errors import FieldError
 from kueued.model import api
+from kueued.model.quantity import QuantityError, parse
+from kueued.model.validation.configuration import parse_duration
+from kueued.scheduling.elastic import DEFAULT_DELAY_EVICT_TIME
 from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["World", "Change", "Settings"]
@@ -33,13 +36,16 @@ class Change(enum.Enum):
 
 
 class Settings(msgspec.Struct, kw_only=True):
-    """What Kueue's Configuration switches on."""
+    """What Kueue's Configuration switches on (and kueued's ``elasticQuota`` section of it)."""
 
     fair_sharing: bool = False
     preemption_strategies: list[str] = msgspec.field(
         default_factory=lambda: ["LessThanOrEqualToFinalShare", "LessThanInitialShare"])
     admission_fair_sharing: api.AdmissionFairSharingConfig | None = None
     feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)
+    # Koordinator's ElasticQuotaArgs.delayEvictTime (Configuration ``elasticQuota.delayEvictTime``):
+    # seconds a group stays above its runtime before forced recycling evicts (default 120).
+    delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
 
 
 def _validate(manifest: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
@@ -48,6 +54,23 @@ def _validate(manifest: dict[str, Any], old: dict[str, Any] | None) -> list[Fiel
     except ImportError:  # pragma: no cover - only while the validation package is being written
         return []
     return validate_object(manifest, old=old)
+
+
+def _node_errors(manifest: dict[str, Any]) -> list[FieldError]:
+    """The API server's schema for what kueued reads of a Node: allocatable quantities."""
+    allocatable = (manifest.get("status") or {}).get("allocatable") or {}
+    if not isinstance(allocatable, dict):
+        return [FieldError("status.allocatable", "must be a map of resource name to quantity")]
+    errors = []
+    for resource, quantity in allocatable.items():
+        try:
+            if isinstance(quantity, bool):
+                raise QuantityError(quantity)
+            parse(quantity)
+        except QuantityError:
+            errors.append(FieldError(f"status.allocatable.{resource}", f'Invalid value: "{quantity}": '
+                                                                        "not a quantity"))
+    return errors
 
 
 class World:
@@ -78,6 +101,8 @@ class World:
         try:
             if kind == "ElasticQuota":
                 errors = self._validate_elastic(manifest, old)
+            elif kind == "Node":
+                errors = _node_errors(manifest)
             elif kind in api.KINDS:
                 errors = _validate(manifest, old)
             else:
@@ -101,7 +126,17 @@ class World:
         key = api.object_key(manifest)
         kind = manifest.get("kind")
         name = (manifest.get("metadata") or {}).get("name", "")
+        if kind == "ElasticQuota" and key in self.elastic_quotas:
+            errors = self._validate_elastic_delete(self.elastic_quotas[key])
+            if errors:  # Koordinator's webhook refuses it: the object stays in force
+                self.rejected[key] = "; ".join(str(e) for e in errors)
+                return Change.REJECTED, key
+            self.elastic_quotas.pop(key)
+            self.raw.pop(key, None)
+            return Change.ELASTIC, key
         self.raw.pop(key, None)
+        if kind == "Node":
+            return (Change.ELASTIC if self.nodes.pop(key, None) is not None else Change.NONE), key
         table: dict[str, Any] = {"ResourceFlavor": self.flavors, "Cohort": self.cohorts,
                                  "ClusterQueue": self.cluster_queues}
         if kind in table:
@@ -120,6 +155,12 @@ class World:
         quotas = {((q.get("metadata") or {}).get("name", "")): q for q in self.elastic_quotas.values()}
         workloads = [self.raw[k] for k in self.raw if k.startswith("Workload/")]
         return validate_elastic_quota(manifest, old=old, quotas=quotas, workloads=workloads)
+
+    def _validate_elastic_delete(self, manifest: dict[str, Any]) -> list[FieldError]:
+        from kueued.model.elastic_validation import validate_elastic_quota_delete
+        quotas = {((q.get("metadata") or {}).get("name", "")): q for q in self.elastic_quotas.values()}
+        workloads = [self.raw[k] for k in self.raw if k.startswith("Workload/")]
+        return validate_elastic_quota_delete(manifest, quotas=quotas, workloads=workloads)
 
     def _store(self, kind: str, key: str, manifest: dict[str, Any], obj: Any) -> Change:
         if kind == "ElasticQuota":
@@ -168,6 +209,8 @@ class World:
                 s.preemption_strategies = list(cfg.fair_sharing.preemption_strategies)
         s.admission_fair_sharing = cfg.admission_fair_sharing
         s.feature_gates = dict(cfg.feature_gates)
+        if cfg.elastic_quota is not None and cfg.elastic_quota.delay_evict_time:
+            s.delay_evict_time = parse_duration(cfg.elastic_quota.delay_evict_time)
         self.settings = s
 
     # --- derived ----------------------------------------------------------------------------

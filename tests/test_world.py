@@ -62,3 +62,36 @@ def test_not_a_mapping_is_refused_with_a_reason() -> None:
     change, _ = world.apply({"kind": "ClusterQueue", "metadata": "oops"})
     assert change is Change.REJECTED
     assert "metadata" in next(iter(world.rejected.values()))
+
+
+def test_the_recycling_delay_comes_from_the_configuration() -> None:
+    world = World()
+    assert world.settings.delay_evict_time == 120.0  # Koordinator's DelayEvictTime
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+    world.apply({**config, "elasticQuota": {"delayEvictTime": "1m30s"}})
+    assert world.settings.delay_evict_time == 90.0
+    change, _ = world.apply({**config, "elasticQuota": {"delayEvictTime": "-1s"}})
+    assert change is Change.REJECTED and world.settings.delay_evict_time == 90.0
+    world.apply(config)
+    assert world.settings.delay_evict_time == 120.0
+
+
+def test_elastic_quotas_and_nodes_can_be_deleted_when_koordinator_allows_it() -> None:
+    from tests.elastic.builders import EQ, WL, node
+    world = World()
+    parent = EQ("dept").is_parent().min(cpu="4").max(cpu="8").build()
+    child = EQ("team").parent("dept").min(cpu="2").max(cpu="8").build()
+    busy = EQ("busy").min(cpu="1").max(cpu="8").build()
+    for m in (parent, child, busy, WL("w", "busy").req(cpu="1").build(), node("n1", cpu="8")):
+        assert world.apply(m)[0] is not Change.REJECTED
+    # a quota with children, or with bound workloads, stays (Koordinator's webhook refuses)
+    assert world.delete(parent) == (Change.REJECTED, "ElasticQuota/kube-system/dept")
+    assert "child quotas (team)" in world.rejected["ElasticQuota/kube-system/dept"]
+    assert world.delete(busy)[0] is Change.REJECTED
+    assert "ElasticQuota/kube-system/busy" in world.elastic_quotas
+    # leaves first, then their parent; a Node just goes
+    assert world.delete(child)[0] is Change.ELASTIC
+    assert world.delete(parent)[0] is Change.ELASTIC
+    assert world.delete(node("n1"))[0] is Change.ELASTIC and not world.nodes
+    assert set(world.elastic_quotas) == {"ElasticQuota/kube-system/busy"}
+

@@ -5,6 +5,13 @@ Kubernetes implementation (a later issue, ``kueued.kube.client``) patches the Wo
 with its resourceVersion, and a conflict makes the commit fail, so the coordinator
 releases the reservation and requeues.  :class:`InMemoryPort` is the twin ``simulate``
 and the tests use; it can be told to refuse commits to exercise that path.
+
+The ElasticQuota side also writes status, as Koordinator's scheduler does
+(``elasticquota/controller.go``): each group's request and runtime as annotations on its
+ElasticQuota (``quota.scheduling.koordinator.sh/request``, ``.../runtime``, JSON resource
+lists), written only when a value changed; and a condition on an ElasticQuota that
+validation refused (Koordinator's webhook would have refused the apply itself; kueued
+reads objects from a source that cannot be refused, so it says so on the object).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import Protocol
 
 import msgspec
 
-__all__ = ["ApiPort", "InMemoryPort", "Committed"]
+__all__ = ["ApiPort", "InMemoryPort", "Committed", "Condition", "QuotaStatus"]
 
 
 class Committed(msgspec.Struct, frozen=True):
@@ -24,18 +31,45 @@ class Committed(msgspec.Struct, frozen=True):
     detail: str = ""
 
 
+class Condition(msgspec.Struct, frozen=True):
+    """A status condition, as metav1.Condition spells one."""
+
+    type: str
+    status: str          # "True" | "False"
+    reason: str
+    message: str = ""
+
+
+class QuotaStatus(msgspec.Struct, frozen=True):
+    """One status write to an ElasticQuota: annotations merged in, or a condition set."""
+
+    quota: str
+    namespace: str
+    annotations: dict[str, str] = {}
+    condition: Condition | None = None
+
+
 class ApiPort(Protocol):
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
                     usage: dict[tuple[str, str], int]) -> bool: ...
 
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool: ...
 
+    async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
+        """Merge these annotations into the ElasticQuota (a merge patch); False when refused."""
+        ...
+
+    async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
+        """Set (replace by type) a condition in the ElasticQuota's status; False when refused."""
+        ...
+
 
 class InMemoryPort:
-    """Records every commit; ``refuse`` decides which admissions fail (a conflict)."""
+    """Records every commit and status write; ``refuse`` decides which admissions fail (a conflict)."""
 
     def __init__(self, *, refuse: Callable[[str], bool] | None = None) -> None:
         self.log: list[Committed] = []
+        self.quota_status: list[QuotaStatus] = []
         self.refuse = refuse
 
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
@@ -48,3 +82,28 @@ class InMemoryPort:
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
         self.log.append(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
         return True
+
+    async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
+        self.quota_status.append(QuotaStatus(quota, namespace, dict(annotations)))
+        return True
+
+    async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
+        self.quota_status.append(QuotaStatus(quota, namespace, condition=condition))
+        return True
+
+    # --- what a test reads -----------------------------------------------------------------
+    def annotations(self, quota: str) -> dict[str, str]:
+        """The annotations written to ``quota`` so far, later writes over earlier ones."""
+        out: dict[str, str] = {}
+        for s in self.quota_status:
+            if s.quota == quota:
+                out.update(s.annotations)
+        return out
+
+    def condition(self, quota: str, type_: str) -> Condition | None:
+        """The last condition of this type set on ``quota``."""
+        found = None
+        for s in self.quota_status:
+            if s.quota == quota and s.condition is not None and s.condition.type == type_:
+                found = s.condition
+        return found

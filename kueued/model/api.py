@@ -294,10 +294,17 @@ class AdmissionFairSharingConfig(_Base):
     resource_weights: dict[str, float] = {}
 
 
+class ElasticQuotaConfig(_Base):
+    """kueued's own section: Koordinator's ElasticQuotaArgs that kueued honours."""
+
+    delay_evict_time: str = ""  # a Go duration; "" keeps Koordinator's 120s
+
+
 class Configuration(_Base):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     fair_sharing: FairSharingConfig | None = None
     admission_fair_sharing: AdmissionFairSharingConfig | None = None
+    elastic_quota: ElasticQuotaConfig | None = None
     feature_gates: dict[str, bool] = {}
 
 

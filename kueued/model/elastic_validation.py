@@ -27,6 +27,9 @@ Order of checks, each stage stopping at the first that fails, as the real chain 
    in one's own (checkMinQuotaValidate).  Koordinator has no explicit cycle check; a
    parent change that would close a loop is refused here as well.
 
+Deletion (:func:`validate_elastic_quota_delete`, ValidDeleteQuota): never the scheduler's
+own quotas, nor one that still has child quotas or bound workloads.
+
 Errors are :class:`FieldError` values with a Kubernetes field path and a sentence that
 quotes the numbers.
 """
@@ -42,7 +45,7 @@ from kueued.errors import FieldError
 from kueued.model import koordinator as k
 from kueued.model.quantity import QuantityError, format_milli, parse
 
-__all__ = ["validate_elastic_quota"]
+__all__ = ["validate_elastic_quota", "validate_elastic_quota_delete"]
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY_PATTERN = (
@@ -93,6 +96,26 @@ def validate_elastic_quota(
     if errors:
         return errors
     return _topology(obj, old=old, quotas=quotas, workloads=workloads)
+
+
+def validate_elastic_quota_delete(
+    obj: Mapping[str, Any], *, quotas: Mapping[str, dict], workloads: Sequence[dict],
+) -> list[FieldError]:
+    """ValidDeleteQuota: why deleting ``obj`` must be refused, or [] when Koordinator allows it.
+
+    The scheduler's own quotas stay; a quota with child quotas or with bound workloads
+    stays too (its children would lose their runtime, its workloads their quota).
+    """
+    name = k.name_of(obj)
+    if name in (k.ROOT_QUOTA, k.SYSTEM_QUOTA, k.DEFAULT_QUOTA):
+        return [FieldError("metadata.name", f"quota {name} belongs to the scheduler and cannot be deleted")]
+    children = _children(name, quotas)
+    if children:
+        listed = ", ".join(n for n, _ in children)
+        return [FieldError("metadata.name", f"quota {name} has child quotas ({listed}); delete them first")]
+    if _has_bound_workloads(name, k.quota_namespaces(obj), workloads):
+        return [FieldError("metadata.name", f"quota {name} has bound workloads; it cannot be deleted")]
+    return []
 
 
 def _schema(obj: Mapping[str, Any]) -> list[FieldError]:

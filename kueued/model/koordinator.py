@@ -29,6 +29,7 @@ __all__ = [
     "LABEL_PARENT", "LABEL_PARENT_SEED", "LABEL_IS_PARENT", "LABEL_ALLOW_LENT", "LABEL_QUOTA_NAME",
     "LABEL_QUOTA_NAME_SEED", "LABEL_PREEMPTIBLE", "LABEL_ALLOW_FORCE_UPDATE", "LABEL_IS_ROOT",
     "LABEL_TREE_ID", "ANNOTATION_SHARED_WEIGHT", "ANNOTATION_NAMESPACES", "ANNOTATION_MAX_STRICT_KEYS",
+    "ANNOTATION_REQUEST", "ANNOTATION_RUNTIME",
     "labels", "annotations", "name_of", "namespace_of", "parent_name", "is_parent",
     "allow_lent_resource", "allow_force_update", "is_tree_root", "tree_id", "quota_namespaces",
     "resource_list", "shared_weight", "effective_shared_weight", "workload_quota_label",
@@ -53,6 +54,9 @@ LABEL_TREE_ID = PREFIX + "tree-id"
 ANNOTATION_SHARED_WEIGHT = PREFIX + "shared-weight"
 ANNOTATION_NAMESPACES = PREFIX + "namespaces"
 ANNOTATION_MAX_STRICT_KEYS = PREFIX + "max-strict-check-resource-keys"
+# Written by the scheduler (elasticquota/controller.go), JSON resource lists:
+ANNOTATION_REQUEST = PREFIX + "request"
+ANNOTATION_RUNTIME = PREFIX + "runtime"
 
 # pluginArgs.DefaultQuotaGroupMax / SystemQuotaGroupMax: MaxInt64/5 cores and bytes.
 DEFAULT_GROUP_MAX: Mapping[str, int] = {

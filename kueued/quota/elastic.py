@@ -36,7 +36,7 @@ The system and default groups sit outside the tree: their runtime is their max.
 
 Every step is also callable one group at a time (:func:`limit_request` for what a group
 passes up, :func:`divide_runtime` for how one parent splits its total), so the actor
-engine (``actors/elastic.py``), where each group only knows its own children, computes
+engine (``actors/elastic/``), where each group only knows its own children, computes
 exactly what :func:`compute_runtime` computes for the whole tree.
 """
 

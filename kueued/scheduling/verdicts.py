@@ -125,9 +125,11 @@ class Verdicts:
             return None
         return v
 
-    def keep(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment, nominated: str) -> Verdict | None:
+    def keep(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment,
+             nominated: str) -> Verdict | None:
         """Remember a nomination that failed without targets; processing fills in the rest."""
-        if not self.enabled or assignment.mode is not Mode.NO_FIT and not assignment.mode.needs_preemption:
+        mode = assignment.mode
+        if not self.enabled or (mode is not Mode.NO_FIT and not mode.needs_preemption):
             return None
         v = Verdict(self._generation.get(self._roots.get(cq.name, ""), 0), assignment, nominated)
         self._kept[self._key(cq, wl)] = v

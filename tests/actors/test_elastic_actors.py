@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.elastic import ElasticCoordinator, Flow, simulate_elastic
-from actors.elastic_messages import Hold, Stats
+from actors.elastic.messages import Hold, Stats
 from actors.runtime import Actor
 from actors.simulation import run_actors
 from kueued.kube.port import InMemoryPort

@@ -150,3 +150,11 @@ def group(
 ) -> ElasticGroup:
     return ElasticGroup(name=name, parent=parent, is_parent=is_parent, min=min or {}, max=max or {},
                         shared_weight=weight, allow_lent_resource=lend)
+
+
+def configuration(*, delay_evict_time: str | None = None) -> dict[str, Any]:
+    """Kueue's Configuration with kueued's ``elasticQuota`` section."""
+    cfg: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+    if delay_evict_time is not None:
+        cfg["elasticQuota"] = {"delayEvictTime": delay_evict_time}
+    return cfg

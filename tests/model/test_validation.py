@@ -527,6 +527,13 @@ SYSTEM = ["kube-system", "kueue-system"]
                  id="feature-gate"),
     pytest.param(configuration(featureGates={"PartialAdmission": "yes"}), {"featureGates[PartialAdmission]"},
                  id="feature-gate-not-bool"),
+    pytest.param(configuration(elasticQuota={"delayEvictTime": "2m"}), set(), id="elastic-delay"),
+    pytest.param(configuration(elasticQuota={"delayEvictTime": "-1s"}), {"elasticQuota.delayEvictTime"},
+                 id="elastic-negative-delay"),
+    pytest.param(configuration(elasticQuota={"delayEvictTime": "soon"}), {"elasticQuota.delayEvictTime"},
+                 id="elastic-bad-delay"),
+    pytest.param(configuration(elasticQuota={"monitorAllQuotas": True}), {"elasticQuota.monitorAllQuotas"},
+                 id="elastic-unknown-field"),
 ])
 def test_configuration(obj: Obj, expected: set[str]) -> None:
     assert paths(validate_object(obj)) == expected

@@ -14,6 +14,10 @@ integration frameworks; resource transformations; the namespace selector must no
 ``kube-system`` or Kueue's namespace; internal cert names; MultiKueue durations and
 origin; visibility server address.  Feature gates are only type-checked: the gate list
 changes with every Kueue release.
+
+kueued adds one section of its own, ``elasticQuota`` (Koordinator's ElasticQuotaArgs that
+it honours): ``delayEvictTime``, the forced recycling delay, a non-negative duration
+(default 120s).
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ _TOP_LEVEL = frozenset({
     "managedJobsNamespaceSelector", "internalCertManagement", "waitForPodsReady", "clientConnection",
     "integrations", "multiKueue", "fairSharing", "admissionFairSharing", "resources", "featureGates",
     "objectRetentionPolicies", "visibilityServer",
+    "elasticQuota",  # kueued's own: Koordinator's ElasticQuotaArgs it honours
 })
+_ELASTIC_QUOTA = frozenset({"delayEvictTime"})
 _FAIR_SHARING = frozenset({"preemptionStrategies"})
 _ADMISSION_FAIR_SHARING = frozenset({"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"})
 _STRATEGY_SETS = (
@@ -92,6 +98,7 @@ def validate_configuration(obj: dict[str, Any], old: dict[str, Any] | None) -> l
     _multi_kueue(errs, obj.get("multiKueue"))
     _object_retention(errs, obj.get("objectRetentionPolicies"))
     _visibility_server(errs, obj.get("visibilityServer"))
+    _elastic_quota(errs, obj.get("elasticQuota"))
     for gate, enabled in mapping(errs, obj.get("featureGates"), "featureGates").items():
         boolean(errs, enabled, key("featureGates", str(gate)))
     return errs.items
@@ -279,3 +286,12 @@ def _visibility_server(errs: Errors, value: object) -> None:
     port = integer(errs, server.get("bindPort"), child(path, "bindPort"))
     if port is not None and not 1 <= port <= 65535:
         errs.invalid(child(path, "bindPort"), port, "must be a valid port number (1-65535)")
+
+
+def _elastic_quota(errs: Errors, value: object) -> None:
+    """kueued's ``elasticQuota`` section: ``delayEvictTime``, a non-negative Go duration."""
+    if value is None:
+        return
+    eq = mapping(errs, value, "elasticQuota")
+    _strict(errs, eq, "elasticQuota", _ELASTIC_QUOTA)
+    _duration(errs, eq.get("delayEvictTime"), "elasticQuota.delayEvictTime")

@@ -9,8 +9,9 @@ levels.  Workloads travel by reference (``ElasticWorkload``), never copied.
 Up the tree (told, counted by the flow):   RequestUp (child -> parent),
                                            OutsideUsage (system/default group -> root).
 Down the tree (told, counted by the flow): RuntimeDown (parent -> child).
-Coordinator -> group (asked):              Hold, BeginPass, TryAdmit, Recycle, Revert,
-                                           Restore, GroupReport.
+Coordinator -> group (asked):              Hold, Release, Handover, BeginPass, TryAdmit,
+                                           Recycle, Revert, Restore, GroupReport.
+Coordinator -> root (asked):               NodeTotal.
 Coordinator -> group or root (asked):      Stats.
 """
 
@@ -64,6 +65,31 @@ class Hold(Msg):
     workloads: tuple[Any, ...]
 
 
+class Release(Msg):
+    """A workload finished, was deleted or changed: forget it (its usage and its request).
+
+    Answered with the workload as the group last knew it (None if it held no such key), so
+    a new version can take over what was decided for the old one.
+    """
+
+    workload: str
+
+
+class Handover(Msg):
+    """The tree is being rebuilt: give up every workload and the recycling timer."""
+
+
+class Handed(Msg):
+    workloads: tuple[Any, ...]  # ElasticWorkload, by reference
+    over_since: float | None
+
+
+class NodeTotal(Msg):
+    """The Nodes' allocatable changed (a Node came or went): the root shares a new total."""
+
+    total: Amounts
+
+
 class BeginPass(Msg):
     """A scheduling pass starts: what was set aside in the last one returns to the heap."""
 
@@ -82,7 +108,18 @@ class Decision(Msg):
 
 
 class Recycle(Msg):
-    """Forced recycling: evict what keeps used above runtime; answered with the victims' keys."""
+    """Forced recycling: evict what keeps used above runtime if it has for ``delay``.
+
+    ``now`` is the coordinator's clock (None: no clock, the delay has elapsed).
+    """
+
+    now: float | None
+    delay: float
+
+
+class Recycled(Msg):
+    victims: tuple[str, ...]
+    deadline: float | None  # when recycling is next due here (None: not over, or nothing to gain)
 
 
 class Revert(Msg):

@@ -1,0 +1,243 @@
+"""The daemon with ElasticQuota trees: objects come and go in its manifest directory.
+
+Each test runs the daemon on a temporary directory with an injected clock.  After every
+settled batch the next *step* runs: it records what the port saw, rewrites files and
+moves the clock; when the steps run out the daemon is cancelled.  Assertions come after
+the run, on the records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+from structlog.testing import capture_logs
+
+from actors.daemon import run_daemon
+from kueued.kube.port import InMemoryPort
+from kueued.model import koordinator as k
+from tests.builders import namespace
+from tests.elastic.builders import EQ, WL, configuration, node
+
+Step = Callable[[], None]
+
+
+class Clock:
+    """The daemon's clock, moved by the test (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _write(path: Path, docs: list[dict[str, Any]]) -> None:
+    path.write_text(yaml.safe_dump_all(docs))
+
+
+def _run(tmp_path: Path, port: InMemoryPort, steps: list[Step], *, clock: Clock | None = None) -> int:
+    """Run the daemon; after the n-th settled batch run ``steps[n]``; stop after the last one."""
+    settled = 0
+
+    def on_settled(_coord) -> None:
+        nonlocal settled
+        settled += 1
+        if settled <= len(steps):
+            steps[settled - 1]()
+        if settled >= len(steps):
+            scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(30) as scope:
+            await run_daemon(tmp_path, port, interval=0.01, on_settled=on_settled, handle_signals=False,
+                             clock=clock or Clock())
+
+    scope: anyio.CancelScope
+    anyio.run(main)
+    return settled
+
+
+def _admitted(port: InMemoryPort) -> set[str]:
+    """Workloads whose last commit is an admission."""
+    state: dict[str, str] = {}
+    for c in port.log:
+        state[c.workload] = c.kind
+    return {w for w, kind in state.items() if kind == "admit"}
+
+
+def _evicted(port: InMemoryPort) -> list[str]:
+    return [c.workload for c in port.log if c.kind == "evict"]
+
+
+def _amounts(port: InMemoryPort, quota: str) -> dict[str, dict[str, str]]:
+    """The request and runtime annotations last written to ``quota``, decoded."""
+    ann = port.annotations(quota)
+    return {key.rsplit("/", 1)[1]: json.loads(ann[key]) for key in (k.ANNOTATION_REQUEST, k.ANNOTATION_RUNTIME)
+            if key in ann}
+
+
+def _teams(a_max: str = "10") -> list[dict[str, Any]]:
+    return [
+        EQ("cluster").cluster(cpu="10").build(),
+        EQ("team-a").parent("cluster").min(cpu="4").max(cpu=a_max).build(),
+        EQ("team-b").parent("cluster").min(cpu="6").max(cpu="10").build(),
+    ]
+
+
+def test_daemon_admits_by_runtime_and_publishes_request_and_runtime(tmp_path: Path) -> None:
+    _write(tmp_path / "quotas.yaml", _teams())
+    _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="6").at(1).build(),
+                                    WL("a2", "team-a").req(cpu="3").at(2).build(),
+                                    WL("b1", "team-b").req(cpu="4").at(3).build()])
+    port = InMemoryPort()
+    records: list[Any] = []
+    _run(tmp_path, port, [lambda: records.append((_admitted(port), list(port.quota_status)))])
+
+    admitted, status = records[0]
+    # requests a 9, b 4: b lends what it does not use; a gets its min 4 plus the 2 left
+    assert admitted == {"default/a1", "default/b1"}
+    assert _amounts(port, "team-a") == {"request": {"cpu": "9"}, "runtime": {"cpu": "6"}}
+    assert _amounts(port, "team-b") == {"request": {"cpu": "4"}, "runtime": {"cpu": "4"}}
+    # the cluster group does not lend: its request is raised to its min, its runtime is the total
+    assert _amounts(port, "cluster") == {"request": {"cpu": "13"}, "runtime": {"cpu": "10"}}
+    # written once per quota, with the quota's namespace; the built-in groups have no object
+    assert sorted((s.quota, s.namespace) for s in status) == [
+        ("cluster", "kube-system"), ("team-a", "kube-system"), ("team-b", "kube-system")]
+
+
+def test_a_removed_workload_frees_quota_and_a_pending_one_is_admitted(tmp_path: Path) -> None:
+    """b1's removal lowers b's request; the runtime b no longer needs flows to a, and a1 fits."""
+    _write(tmp_path / "quotas.yaml", _teams())
+    _write(tmp_path / "a.yaml", [WL("a1", "team-a").req(cpu="6").at(1).build()])
+    _write(tmp_path / "b.yaml", [WL("b1", "team-b").req(cpu="6").at(2).build()])
+    port = InMemoryPort()
+    seen: list[tuple[set[str], dict[str, Any], dict[str, Any]]] = []
+
+    def record() -> None:
+        seen.append((_admitted(port), _amounts(port, "team-a"), _amounts(port, "team-b")))
+
+    def remove_b1() -> None:
+        record()
+        (tmp_path / "b.yaml").unlink()
+
+    _run(tmp_path, port, [remove_b1, record])
+    # b uses its whole min 6: a has its min 4, and a1 (6) waits
+    assert seen[0] == ({"default/b1"}, {"request": {"cpu": "6"}, "runtime": {"cpu": "4"}},
+                       {"request": {"cpu": "6"}, "runtime": {"cpu": "6"}})
+    # b1 is gone (a deletion is no commit, so its admission stays the last word on it): b lends
+    # everything, a's runtime grows to its request and a1 is admitted
+    assert seen[1][0] == {"default/a1", "default/b1"}
+    assert seen[1][1] == {"request": {"cpu": "6"}, "runtime": {"cpu": "6"}}
+    # b's request and runtime fell to nothing, written as Koordinator writes them: no workload, no
+    # request key; the runtime on max's keys, 0
+    assert seen[1][2] == {"request": {}, "runtime": {"cpu": "0"}}
+
+
+def test_finishing_frees_runtime_for_the_next_workload(tmp_path: Path) -> None:
+    _write(tmp_path / "quotas.yaml", _teams())
+    jobs = [WL("a1", "team-a").req(cpu="4").at(1).build(), WL("a2", "team-a").req(cpu="4").at(2).build()]
+    _write(tmp_path / "jobs.yaml", jobs)
+    _write(tmp_path / "b.yaml", [WL("b1", "team-b").req(cpu="6").at(3).build()])
+    port = InMemoryPort()
+    seen: list[set[str]] = []
+
+    def finish_a1() -> None:
+        seen.append(_admitted(port))
+        _write(tmp_path / "jobs.yaml", jobs[1:])
+
+    _run(tmp_path, port, [finish_a1, lambda: seen.append(_admitted(port))])
+    # a 8 + b 6 = 14 > 10: a gets 4 (its min), a1 fits and a2 waits
+    assert seen[0] == {"default/a1", "default/b1"}
+    # a1 finished: its 4 cpu are free again and a2 takes them
+    assert seen[1] == {"default/a1", "default/a2", "default/b1"}
+    assert [c.workload for c in port.log if c.kind == "admit"].count("default/a2") == 1
+
+
+def test_a_lowered_max_recycles_after_the_configured_delay_and_not_before(tmp_path: Path) -> None:
+    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="30s")])
+    _write(tmp_path / "quotas.yaml", _teams())
+    _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="8").at(1).build()])
+    port = InMemoryPort()
+    clock = Clock()
+    seen: list[tuple[float, list[str]]] = []
+
+    def record() -> None:
+        seen.append((clock.now, _evicted(port)))
+
+    def lower_max() -> None:
+        record()
+        clock.now = 100.0
+        _write(tmp_path / "quotas.yaml", _teams(a_max="4"))
+
+    def almost() -> None:  # 29 s over: nothing yet; a new file makes the daemon settle again
+        record()
+        clock.now = 129.0
+        _write(tmp_path / "nudge.yaml", [namespace("nudge")])
+
+    def due() -> None:  # 30 s over: the next poll recycles although nothing changed
+        record()
+        clock.now = 130.0
+
+    _run(tmp_path, port, [lower_max, almost, due, record], clock=clock)
+    assert seen == [(0.0, []), (100.0, []), (129.0, []), (130.0, ["default/a1"])]
+    assert _amounts(port, "team-a")["runtime"] == {"cpu": "4"}
+    assert "revoked" in next(c.detail for c in port.log if c.kind == "evict")
+
+
+def test_removing_a_node_scales_the_mins_at_once(tmp_path: Path) -> None:
+    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="0s")])
+    _write(tmp_path / "nodes.yaml", [node("n1", cpu="8")])
+    _write(tmp_path / "n2.yaml", [node("n2", cpu="8")])
+    _write(tmp_path / "quotas.yaml", [EQ("a").min(cpu="6").max(cpu="10").build(),
+                                      EQ("b").min(cpu="6").max(cpu="10").build()])
+    _write(tmp_path / "jobs.yaml", [WL("a1", "a").req(cpu="6").at(1).build(),
+                                    WL("b1", "b").req(cpu="6").at(2).build()])
+    port = InMemoryPort()
+    seen: list[tuple[Any, ...]] = []
+
+    def record() -> None:
+        seen.append((_admitted(port), _amounts(port, "a")["runtime"], _amounts(port, "b")["runtime"]))
+
+    def remove_n2() -> None:
+        record()
+        (tmp_path / "n2.yaml").unlink()
+
+    _run(tmp_path, port, [remove_n2, record])
+    # 16 cpu: both fit in their mins
+    assert seen[0] == ({"default/a1", "default/b1"}, {"cpu": "6"}, {"cpu": "6"})
+    # 8 cpu < mins 12: each min scaled to floor(8 * 6 / 12) = 4, and with no delay both are recycled
+    assert seen[1] == (set(), {"cpu": "4"}, {"cpu": "4"})
+    assert sorted(_evicted(port)) == ["default/a1", "default/b1"]
+
+
+def test_a_bad_elastic_quota_gets_a_condition_and_the_others_carry_on(tmp_path: Path) -> None:
+    bad = EQ("team-c").parent("cluster").min(cpu="5").max(cpu="2").build()
+    _write(tmp_path / "quotas.yaml", [*_teams(), bad])
+    _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="2").at(1).build()])
+    port = InMemoryPort()
+    seen: list[Any] = []
+
+    def fix() -> None:
+        seen.append((_admitted(port), port.condition("team-c", "Accepted")))
+        _write(tmp_path / "quotas.yaml", [*_teams(), EQ("team-c").parent("cluster").min(cpu="0").max(cpu="2").build()])
+
+    with capture_logs() as logs:
+        _run(tmp_path, port, [fix, lambda: seen.append(port.condition("team-c", "Accepted"))])
+
+    admitted, refused = seen[0]
+    assert admitted == {"default/a1"}
+    assert (refused.status, refused.reason) == ("False", "ValidationFailed")
+    assert "min 5 > max 2" in refused.message
+    warning = next(e for e in logs if e["event"] == "object_rejected")
+    assert warning["log_level"] == "warning" and warning["object"] == "ElasticQuota/kube-system/team-c"
+    # the corrected version is accepted: the condition flips back, and team-c gets its annotations
+    assert (seen[1].status, seen[1].reason) == ("True", "Valid")
+    # team-c is idle and lends: request and runtime are zero, which is what an absent annotation
+    # means, so nothing is written (Koordinator compares without zeros)
+    assert port.annotations("team-c") == {}
