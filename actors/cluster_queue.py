@@ -29,6 +29,7 @@ from actors.messages import (
     Requeue,
     RequeueParked,
     Revert,
+    Unpark,
 )
 from actors.node import NodeActor
 from kueued.metrics import QueueSample
@@ -44,6 +45,7 @@ class ClusterQueueActor(NodeActor):
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
         self.active = True
+        self._ahead: tuple[list[WorkloadInfo], WorkloadInfo | None] = ([], None)  # the last fold-ahead
 
     def sample(self) -> QueueSample:
         """A statistics record for metrics and status (read between rounds)."""
@@ -52,9 +54,19 @@ class ClusterQueueActor(NodeActor):
 
     async def handle(self, msg: Any) -> Any:
         match msg:
-            case Nominate():
-                head = self.queue.pop_head() if self.active else None
-                return Nomination(head, NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values())))
+            case Nominate(known=known, limit=limit):
+                report = NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
+                if not self.active:
+                    return Nomination(None, report)
+                if known is None or not self.queue.can_look_ahead():
+                    return Nomination(self.queue.pop_head(), report)
+                parked, head = self.queue.pop_known(known, limit)
+                self._ahead = (parked, head)
+                return Nomination(head, report, tuple(parked), True)
+            case Unpark(keep=keep):
+                parked, head = self._ahead
+                self._ahead = ([], None)
+                return self.queue.unpark(parked, head, keep)
             case PopHead():
                 return self.queue.pop_head()
             case Enqueue(workload=wl):

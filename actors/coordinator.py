@@ -50,6 +50,7 @@ from actors.messages import (
     Requeue,
     RequeueParked,
     Revert,
+    Unpark,
 )
 from actors.node import NodeActor
 from kueued.kube.port import ApiPort
@@ -59,10 +60,14 @@ from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.run import forest_of, queue_order_hook
 from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.verdicts import Verdicts
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import Change, World
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "FOLD_LIMIT"]
+
+FOLD_LIMIT = 64
+"""Heads a ClusterQueue may park ahead in one round when folding dead rounds."""
 
 log = structlog.get_logger("kueued.coordinator")
 
@@ -84,6 +89,7 @@ class Coordinator:
         self.rounds = 0
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
+        self.verdicts = Verdicts()
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -117,6 +123,7 @@ class Coordinator:
         for actor in self.cluster_queues.values():
             await actor.ask(Recharge())
             actor.tell(RequeueParked())  # a quota or tree change may let parked workloads in
+        self.verdicts.forget(self.forest, self.world.settings)
         await self.route_all()
 
     def _actor(self, name: str, is_cohort: bool) -> NodeActor:
@@ -130,6 +137,7 @@ class Coordinator:
                 actor = self.cluster_queues.get(wl.cluster_queue or "")
                 if actor is not None:
                     await actor.ask(Adopt(wl))
+                    self.verdicts.touch(wl.cluster_queue)
                 continue
             if wl.key in queued:
                 continue
@@ -170,9 +178,11 @@ class Coordinator:
         """Take a workload's old version out of its queue or, if admitted, release its quota."""
         for name, actor in self.cluster_queues.items():
             if await actor.ask(Finish(wl.key)) and wl.admitted:
+                self.verdicts.touch(name)
                 self._requeue_tree(name)
 
     async def _reroute_pending(self) -> None:
+        self.verdicts.forget(self.forest, self.world.settings)  # namespaces or LocalQueues changed
         for wl in self.world.workloads.values():
             if not wl.admitted:
                 for actor in self.cluster_queues.values():
@@ -199,6 +209,7 @@ class Coordinator:
         name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
         actor = self.cluster_queues.get(name or "")
         if actor is not None and await actor.ask(Finish(key)) and wl.admitted:
+            self.verdicts.touch(name)
             self._requeue_tree(name)  # type: ignore[arg-type]
 
     def _requeue_tree(self, cq_name: str) -> None:
@@ -236,20 +247,24 @@ class Coordinator:
     async def round(self) -> bool:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
-        heads = []
         snap = self.forest.clone()
+        fold = self.clock is not None and self.verdicts.enabled
+        cqs = self.forest.cluster_queues
         # Every ClusterQueue is asked at once, then the answers are read in order: one
         # trip through the event loop per round instead of one per ClusterQueue.
-        asked = [(name, actor.post(Nominate())) for name, actor in self.cluster_queues.items()]
+        asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]), FOLD_LIMIT) if fold else Nominate()))
+                 for name, actor in self.cluster_queues.items()]
+        nominations: list[tuple[str, Nomination]] = []
         for name, reply in asked:
             nomination: Nomination = await reply.result(self.cluster_queues[name].ask_timeout)
             self._fill(snap, nomination.report)
-            if nomination.head is not None:
-                heads.append((nomination.head, name))
+            nominations.append((name, nomination))
         await self._fill_cohorts(snap)
+        heads, parked = await self._fold(nominations) if fold else (
+            [(n.head, name) for name, n in nominations if n.head is not None], False)
         result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world),
-                           namespaces=self.world.namespaces, iterate=self.iterate)
-        changed = False
+                           namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
+        changed = parked
         touched: set[str] = set()
         for target, by in result.evictions:
             victim = target.workload
@@ -261,6 +276,7 @@ class Coordinator:
                                          message=message):
                 continue
             if await self.cluster_queues[cq_name].ask(Evict(victim.key)):
+                self.verdicts.touch(cq_name)
                 self.events.append(("evicted", victim.key, by.wl.key, target.reason))
                 log.info("workload_evicted", workload=victim.key, cluster_queue=cq_name,
                          preemptor=by.wl.key, reason=target.reason)
@@ -271,6 +287,7 @@ class Coordinator:
             assert e.assignment is not None
             actor = self.cluster_queues[e.cq]
             answer = await actor.ask(Admit(e.wl, dict(e.assignment.usage), e.assignment.flavors(), self.now()))
+            self.verdicts.touch(e.cq)
             if isinstance(answer, Denied):
                 e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
                 e.message = (f"{answer.node}: {answer.fr[1]} in flavor {answer.fr[0]} would reach "
@@ -298,6 +315,39 @@ class Coordinator:
         for name in touched:
             self._requeue_tree(name)
         return changed
+
+    async def _fold(self, nominations: list[tuple[str, Nomination]]) -> tuple[list[tuple[WorkloadInfo, str]], bool]:
+        """Fold each tree's dead rounds (:mod:`kueued.scheduling.verdicts`), as the engine does.
+
+        Each queue that could look ahead parked the heads the verdicts answer and popped the
+        first they do not.  A tree's rounds are dead up to the first round in which some queue
+        has a head no verdict answers: the fewest parks among its queues that still have a
+        head; a queue that could not look ahead has a live head at once.  Every queue keeps
+        that many parks (``Unpark`` undoes the rest) and its head is that round's.
+        """
+        dead: dict[str, int] = {}  # tree root -> dead rounds
+        for name, n in nominations:
+            root = self.verdicts.root_of(name) or name
+            live = 0 if not n.looked_ahead else len(n.parked) if n.head is not None else None
+            if live is not None:
+                dead[root] = min(dead.get(root, live), live)
+        heads: list[tuple[WorkloadInfo, str]] = []
+        parked_any = False
+        for name, n in nominations:
+            keep = dead.get(self.verdicts.root_of(name) or name)
+            head = n.head
+            if keep is not None and keep < len(n.parked):
+                head = await self.cluster_queues[name].ask(Unpark(keep))
+            kept = n.parked if keep is None else n.parked[:keep]
+            cq = self.forest.cluster_queues[name]
+            for wl in kept:
+                v = self.verdicts.recall(cq, wl)
+                self.reasons[wl.key] = v.message if v is not None else self.reasons.get(wl.key, "")
+                wl.preempting = False
+            parked_any = parked_any or bool(kept)
+            if head is not None:
+                heads.append((head, name))
+        return heads, parked_any
 
     async def run_to_quiescence(self, *, max_rounds: int = 100_000) -> int:
         start = self.rounds

@@ -75,12 +75,28 @@ class PopHead(Msg):
 
 
 class Nominate(Msg):
-    """Pop this round's head and report the balance and admissions in the same reply."""
+    """Pop this round's head and report the balance and admissions in the same reply.
+
+    With ``known`` (the coordinator's remembered verdicts for this queue, a callable) the
+    queue folds ahead: it parks the heads ``known`` answers, up to ``limit``, and the
+    coordinator later keeps as many of those parks as the whole tree's rounds were dead
+    (``Unpark``)."""
+
+    known: Any = None
+    limit: int = 0
 
 
 class Nomination(Msg):
     head: Any
     report: NodeReport
+    parked: tuple[Any, ...] = ()    # heads parked ahead, in pop order (with ``known``)
+    looked_ahead: bool = False       # whether the queue could fold at all
+
+
+class Unpark(Msg):
+    """Keep only the first ``keep`` parks of the last ``Nominate``; ``parked[keep]`` is the head."""
+
+    keep: int
 
 
 class Enqueue(Msg):

@@ -129,6 +129,41 @@ class PendingQueue:
             return reason == RequeueReason.NAMESPACE_MISMATCH
         return reason not in (RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION)
 
+    # --- folding dead rounds ahead (kueued.scheduling.verdicts) ----------------------------------
+    def can_look_ahead(self) -> bool:
+        """Is :meth:`pop_known` exactly the pops and requeues the engine would make?  Not for a
+        StrictFIFO queue (a known head comes straight back), a sticky head, or usage ordering."""
+        return not self.strict and self.sticky is None and self.usage_of is None
+
+    def pop_known(self, known: Callable[[WorkloadInfo], object | None], limit: int
+                  ) -> tuple[list[WorkloadInfo], WorkloadInfo | None]:
+        """Pop heads while ``known(head)`` gives a verdict (with a ``reason``), parking each as
+        :meth:`requeue` would, at most ``limit``; returns the parked ones and the first head
+        not known (popped, in flight), or None when the queue ran dry."""
+        parked: list[WorkloadInfo] = []
+        while True:
+            head = self.pop_head()
+            if head is None:
+                return parked, None
+            verdict = known(head) if len(parked) < limit else None
+            if verdict is None:
+                return parked, head
+            self.requeue(head, verdict.reason)  # type: ignore[attr-defined]
+            parked.append(head)
+
+    def unpark(self, parked: list[WorkloadInfo], head: WorkloadInfo | None, keep: int) -> WorkloadInfo:
+        """Undo :meth:`pop_known` past its first ``keep`` parks: ``parked[keep]`` is in flight
+        again, the later parked ones and ``head`` are back in the heap, as if never popped."""
+        for wl in parked[keep + 1:]:
+            self.inadmissible.pop(wl.key, None)
+            self.push(wl)
+        if head is not None:
+            self.push(head)
+        current = parked[keep]
+        self.inadmissible.pop(current.key, None)
+        self._inflight = current.key
+        return current
+
     def requeue_inadmissible(self) -> int:
         moved = list(self.inadmissible.values())
         self.inadmissible.clear()

@@ -39,7 +39,7 @@ rounds only under a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -134,6 +134,13 @@ class Verdicts:
         v = Verdict(self._generation.get(self._roots.get(cq.name, ""), 0), assignment, nominated)
         self._kept[self._key(cq, wl)] = v
         return v
+
+    def known(self, cq: ClusterQueueSnapshot) -> Callable[[WorkloadInfo], Verdict | None]:
+        """``recall`` for one ClusterQueue, answering only complete verdicts (folding ahead)."""
+        def known(wl: WorkloadInfo) -> Verdict | None:
+            v = self.recall(cq, wl)
+            return v if v is not None and v.reason else None
+        return known
 
     def drop(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> None:
         self._kept.pop(self._key(cq, wl), None)
