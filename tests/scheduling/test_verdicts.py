@@ -1,0 +1,129 @@
+"""Remembered verdicts and folded dead rounds change how much work a run does, never what it decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kueued.cli import run_actors_timed
+from kueued.scheduling import engine as engine_module
+from kueued.scheduling.verdicts import Verdicts, shape_of
+from kueued.simulate import simulate_timed
+from kueued.timeline import ARRIVAL, RUNTIME
+from kueued.world import World
+from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
+
+
+def timed(name: str, at: int, runtime: int, cpu: str, queue: str, priority: int) -> dict[str, Any]:
+    m = workload(name, "ns", queue, cpu=cpu, priority=priority)
+    m["metadata"].pop("creationTimestamp", None)
+    m["metadata"].setdefault("annotations", {}).update({ARRIVAL: str(at), RUNTIME: str(runtime)})
+    return m
+
+
+def setup(strategy: str, within: str, reclaim: str, borrow: str) -> list[dict[str, Any]]:
+    """Two trees: a cohort of three queues (one configurable) and a lone queue."""
+    preemption = {"withinClusterQueue": within, "reclaimWithinCohort": reclaim,
+                  "borrowWithinCohort": {"policy": borrow}}
+    return [namespace("ns"), flavor("default"), cohort("org"),
+            cluster_queue("a", quotas("default", cpu="3"), cohort="org", preemption=preemption,
+                          strategy=strategy),
+            cluster_queue("b", quotas("default", cpu="2"), cohort="org",
+                          preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}),
+            cluster_queue("c", quotas("default", cpu="1"), cohort="org"),
+            cluster_queue("solo", quotas("default", cpu="2")),
+            *(local_queue(f"lq-{q}", "ns", q) for q in ("a", "b", "c", "solo"))]
+
+
+_wl = st.tuples(st.integers(0, 4), st.integers(1, 3), st.sampled_from(["1", "2", "3"]),
+                st.sampled_from(["lq-a", "lq-b", "lq-c", "lq-solo"]), st.sampled_from([0, 10, 20]))
+_config = st.tuples(st.sampled_from(["BestEffortFIFO", "StrictFIFO"]),
+                    st.sampled_from(["LowerPriority", "LowerOrNewerEqualPriority", "Never"]),
+                    st.sampled_from(["Any", "LowerPriority", "Never"]),
+                    st.sampled_from(["Never", "LowerPriority"]))
+
+
+def _decisions(run) -> tuple:
+    return run.summary.workloads, run.report.workloads, run.summary.admissions, run.summary.evictions
+
+
+@settings(max_examples=60, deadline=None)
+@given(_config, st.lists(_wl, min_size=1, max_size=14))
+def test_verdicts_and_folding_decide_as_full_nomination_does(config: tuple, workloads: list[tuple]) -> None:
+    manifests = setup(*config) + [timed(f"w{i}", *w) for i, w in enumerate(workloads)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Verdicts, "recall", lambda self, cq, wl: None)  # judge every head, fold nothing
+        plain = simulate_timed(manifests)
+    remembered = simulate_timed(manifests)
+    actors = simulate_timed(manifests, runner=run_actors_timed, engine="actors")
+    assert _decisions(remembered) == _decisions(plain)
+    assert _decisions(actors) == _decisions(plain)
+
+
+def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -> None:
+    """Ten identical heads that cannot fit: one full nomination, nine recalled, one cycle."""
+    world = World()
+    for m in [namespace("ns"), flavor("default"), cluster_queue("q", quotas("default", cpu="1")),
+              local_queue("lq", "ns", "q"), *(workload(f"w{i}", "ns", "lq", cpu="2") for i in range(10))]:
+        world.apply(m)
+    eng = engine_module.Engine(world, preemptor=lambda snap, w: _Counting())
+    eng.rebuild()
+    eng.clock = lambda: 4_000_000_000.0
+    judged = []
+    real = engine_module.run_cycle
+
+    def counting(snap, heads, **kw):
+        result = real(snap, heads, **kw)
+        judged.extend(e.wl.key for e in result.entries)
+        return result
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine_module, "run_cycle", counting)
+        eng.cycle()  # w0 judged and parked
+        eng.cycle()  # the next nine are known dead: parked without a cycle entry
+    assert judged == ["ns/w0"]
+    assert len(eng.queues["q"].inadmissible) == 10
+    assert all("insufficient" in eng.reasons[f"ns/w{i}"] for i in range(10))
+
+
+def test_any_change_in_the_tree_invalidates_its_verdicts() -> None:
+    world = World()
+    for m in [namespace("ns"), flavor("default"), cohort("org"),
+              cluster_queue("q", quotas("default", cpu="1"), cohort="org"),
+              cluster_queue("other", quotas("default", cpu="1"), cohort="org"),
+              cluster_queue("solo", quotas("default", cpu="1")),
+              local_queue("lq", "ns", "q"), workload("w", "ns", "lq", cpu="3")]:
+        world.apply(m)
+    eng = engine_module.Engine(world, preemptor=lambda snap, w: _Counting())
+    eng.rebuild()
+    eng.cycle()
+    wl, cq = world.workloads["ns/w"], eng.state.cluster_queues["q"]
+    assert eng.verdicts.recall(cq, wl) is not None
+    eng.verdicts.touch("solo")  # another tree
+    assert eng.verdicts.recall(cq, wl) is not None
+    eng.verdicts.touch("other")  # same cohort
+    assert eng.verdicts.recall(cq, wl) is None
+
+
+def test_the_shape_ignores_names_but_not_requests_priority_or_namespace() -> None:
+    world = World()
+    for m in [namespace("ns"), namespace("ns2"), workload("a", "ns", "lq", cpu="1"), workload("b", "ns", "lq", cpu="1"),
+              workload("c", "ns", "lq", cpu="2"), workload("d", "ns", "lq", cpu="1", priority=5),
+              workload("e", "ns2", "lq", cpu="1")]:
+        world.apply(m)
+    s = {k.split("/")[1]: shape_of(w) for k, w in world.workloads.items()}
+    assert s["a"] == s["b"]
+    assert len({s["a"], s["c"], s["d"], s["e"]}) == 4
+
+
+class _Counting:
+    """A preemptor that finds nothing (the heads here fail for quota alone)."""
+
+    def oracle(self, cq, wl, fr, value):
+        from kueued.scheduling.flavors import Mode
+        return Mode.NO_CANDIDATES
+
+    def get_targets(self, cq, wl, assignment):
+        return []
