@@ -54,7 +54,9 @@ class ClusterQueueActor(NodeActor):
 
     async def handle(self, msg: Any) -> Any:
         match msg:
-            case Nominate(known=known, limit=limit):
+            case Nominate(known=known, limit=limit, requeue_parked=requeue_parked):
+                if requeue_parked:
+                    self.queue.requeue_inadmissible()
                 report = NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
                 if not self.active:
                     return Nomination(None, report)

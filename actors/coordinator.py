@@ -90,6 +90,7 @@ class Coordinator:
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
+        self._requeue: set[str] = set()  # queues whose parked workloads go back before they next pop
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -213,18 +214,29 @@ class Coordinator:
             self._requeue_tree(name)  # type: ignore[arg-type]
 
     def _requeue_tree(self, cq_name: str) -> None:
+        """Every parked workload of this tree goes back to its heap before its queue next pops:
+        the request rides on the next ``Nominate`` (one message per queue however many
+        workloads finished), or is told by :meth:`_flush_requeues`."""
         root = self.forest.cluster_queues[cq_name].node.root()
         stack = [root]
         while stack:
             node = stack.pop()
             if not node.is_cohort:
-                self.cluster_queues[node.name].tell(RequeueParked())
+                self._requeue.add(node.name)
             stack.extend(node.children)
+
+    def _flush_requeues(self) -> None:
+        for name in self._requeue:
+            actor = self.cluster_queues.get(name)
+            if actor is not None:
+                actor.tell(RequeueParked())
+        self._requeue.clear()
 
     # --- rounds ------------------------------------------------------------------------------
     async def assemble(self) -> Snapshot:
         """The current balances as a snapshot, without taking heads (reports, final state)."""
         snap = self.forest.clone()
+        self._flush_requeues()
         for actor in self.cluster_queues.values():
             self._fill(snap, await actor.ask(Report()))
         await self._fill_cohorts(snap)
@@ -252,7 +264,9 @@ class Coordinator:
         cqs = self.forest.cluster_queues
         # Every ClusterQueue is asked at once, then the answers are read in order: one
         # trip through the event loop per round instead of one per ClusterQueue.
-        asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]), FOLD_LIMIT) if fold else Nominate()))
+        requeue, self._requeue = self._requeue, set()
+        asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]) if fold else None, FOLD_LIMIT,
+                                            name in requeue)))
                  for name, actor in self.cluster_queues.items()]
         nominations: list[tuple[str, Nomination]] = []
         for name, reply in asked:

@@ -84,6 +84,7 @@ class Nominate(Msg):
 
     known: Any = None
     limit: int = 0
+    requeue_parked: bool = False  # first move every parked workload back (RequeueParked, folded in)
 
 
 class Nomination(Msg):

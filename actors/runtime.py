@@ -52,8 +52,9 @@ class Reply:
             self.event.set()
 
     async def result(self, timeout: float = math.inf) -> Any:
-        with anyio.fail_after(timeout):
-            await self.event.wait()
+        if not self.event.is_set():  # an answer already there needs no timer (a round's later replies)
+            with anyio.fail_after(timeout):
+                await self.event.wait()
         if not self.ok:
             raise self.value
         return self.value
