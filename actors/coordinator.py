@@ -91,6 +91,7 @@ class Coordinator:
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
         self._requeue: set[str] = set()  # queues whose parked workloads go back before they next pop
+        self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -125,6 +126,7 @@ class Coordinator:
             await actor.ask(Recharge())
             actor.tell(RequeueParked())  # a quota or tree change may let parked workloads in
         self.verdicts.forget(self.forest, self.world.settings)
+        self._cohort_usage.clear()
         await self.route_all()
 
     def _actor(self, name: str, is_cohort: bool) -> NodeActor:
@@ -138,7 +140,7 @@ class Coordinator:
                 actor = self.cluster_queues.get(wl.cluster_queue or "")
                 if actor is not None:
                     await actor.ask(Adopt(wl))
-                    self.verdicts.touch(wl.cluster_queue)
+                    self._changed(wl.cluster_queue)
                 continue
             if wl.key in queued:
                 continue
@@ -179,7 +181,7 @@ class Coordinator:
         """Take a workload's old version out of its queue or, if admitted, release its quota."""
         for name, actor in self.cluster_queues.items():
             if await actor.ask(Finish(wl.key)) and wl.admitted:
-                self.verdicts.touch(name)
+                self._changed(name)
                 self._requeue_tree(name)
 
     async def _reroute_pending(self) -> None:
@@ -210,7 +212,7 @@ class Coordinator:
         name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
         actor = self.cluster_queues.get(name or "")
         if actor is not None and await actor.ask(Finish(key)) and wl.admitted:
-            self.verdicts.touch(name)
+            self._changed(name)
             self._requeue_tree(name)  # type: ignore[arg-type]
 
     def _requeue_tree(self, cq_name: str) -> None:
@@ -248,10 +250,33 @@ class Coordinator:
         cq.node.usage = rep.usage
         cq.workloads = {wl.key: wl for wl in rep.admitted}
 
+    def _changed(self, cluster_queue: str | None) -> None:
+        """A balance below ``cluster_queue``'s ancestors moved (an admission, eviction, release):
+        its tree's verdicts no longer hold and its Cohorts must be read again."""
+        self.verdicts.touch(cluster_queue)
+        cq = self.forest.cluster_queues.get(cluster_queue or "")
+        node = cq.node.parent if cq is not None else None
+        while node is not None:
+            self._cohort_usage.pop(node.name, None)
+            node = node.parent
+
     async def _fill_cohorts(self, snap: Snapshot) -> None:
+        """Each Cohort's balance, asked only of those below which something changed since.
+
+        Every change to a balance is a reservation or release the coordinator started and
+        marked (:meth:`_changed`; a topology change clears everything), so a Cohort not
+        marked since it last reported still holds what it reported then."""
+        asked = []
         for name, actor_c in self.cohorts.items():
-            rep = await actor_c.ask(Report())
-            snap.cohorts[name].node.usage = rep.usage
+            cached = self._cohort_usage.get(name)
+            if cached is not None:
+                snap.cohorts[name].node.usage = dict(cached)
+            else:
+                asked.append((name, actor_c.post(Report())))
+        for name, reply in asked:
+            rep = await reply.result(self.cohorts[name].ask_timeout)
+            self._cohort_usage[name] = rep.usage
+            snap.cohorts[name].node.usage = dict(rep.usage)
 
     def now(self) -> float:
         return self.clock() if self.clock is not None else 4_000_000_000.0 + self.rounds
@@ -290,7 +315,7 @@ class Coordinator:
                                          message=message):
                 continue
             if await self.cluster_queues[cq_name].ask(Evict(victim.key)):
-                self.verdicts.touch(cq_name)
+                self._changed(cq_name)
                 self.events.append(("evicted", victim.key, by.wl.key, target.reason))
                 log.info("workload_evicted", workload=victim.key, cluster_queue=cq_name,
                          preemptor=by.wl.key, reason=target.reason)
@@ -301,7 +326,7 @@ class Coordinator:
             assert e.assignment is not None
             actor = self.cluster_queues[e.cq]
             answer = await actor.ask(Admit(e.wl, dict(e.assignment.usage), e.assignment.flavors(), self.now()))
-            self.verdicts.touch(e.cq)
+            self._changed(e.cq)
             if isinstance(answer, Denied):
                 e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
                 e.message = (f"{answer.node}: {answer.fr[1]} in flavor {answer.fr[0]} would reach "

@@ -99,6 +99,8 @@ class Verdicts:
         for name, cq in snapshot.cluster_queues.items():
             top = cq.node.root()
             self._roots[name] = ("cohort/" if top.is_cohort else "queue/") + top.name
+        for root in set(self._roots.values()):
+            self._generation[root] = self._generation.get(root, 0) + 1
         self.enabled = not (getattr(settings, "fair_sharing", False)
                             or getattr(settings, "admission_fair_sharing", None) is not None)
 
