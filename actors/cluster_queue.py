@@ -45,7 +45,7 @@ class ClusterQueueActor(NodeActor):
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
         self.active = True
-        self._ahead: tuple[list[WorkloadInfo], WorkloadInfo | None] = ([], None)  # the last fold-ahead
+        self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None] = ([], None)  # last fold-ahead
 
     def sample(self) -> QueueSample:
         """A statistics record for metrics and status (read between rounds)."""

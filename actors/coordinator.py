@@ -26,6 +26,7 @@ awaited ``ask``, nothing is in flight when it is detected.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import structlog
@@ -66,7 +67,7 @@ from kueued.world import Change, World
 
 __all__ = ["Coordinator", "FOLD_LIMIT"]
 
-FOLD_LIMIT = 64
+FOLD_LIMIT = 256
 """Heads a ClusterQueue may park ahead in one round when folding dead rounds."""
 
 log = structlog.get_logger("kueued.coordinator")
@@ -91,6 +92,7 @@ class Coordinator:
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
         self._requeue: set[str] = set()  # queues whose parked workloads go back before they next pop
+        self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
         self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
 
     # --- topology ----------------------------------------------------------------------------
@@ -200,7 +202,7 @@ class Coordinator:
         if cq is None or cq not in self.cluster_queues:
             self.unrouted[key] = why or f"ClusterQueue {cq} doesn't exist"
             return
-        await self.cluster_queues[cq].ask(Enqueue(wl))
+        self.cluster_queues[cq].tell(Enqueue(wl))  # ahead of the next Nominate in its mailbox
 
     async def finish(self, key: str) -> None:
         """A workload finished: it leaves the World, its actor releases the quota, and the
@@ -211,9 +213,17 @@ class Coordinator:
             return
         name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
         actor = self.cluster_queues.get(name or "")
-        if actor is not None and await actor.ask(Finish(key)) and wl.admitted:
-            self._changed(name)
-            self._requeue_tree(name)  # type: ignore[arg-type]
+        if actor is not None:
+            # answered before the next round reads a balance (_settle_finishes): the
+            # finishes of one instant release their quota concurrently
+            self._finishing.append((name, wl.admitted, actor.post(Finish(key))))  # type: ignore[arg-type]
+
+    async def _settle_finishes(self) -> None:
+        finishing, self._finishing = self._finishing, []
+        for name, admitted, reply in finishing:
+            if await reply.result(self.cluster_queues[name].ask_timeout) and admitted:
+                self._changed(name)
+                self._requeue_tree(name)
 
     def _requeue_tree(self, cq_name: str) -> None:
         """Every parked workload of this tree goes back to its heap before its queue next pops:
@@ -237,6 +247,7 @@ class Coordinator:
     # --- rounds ------------------------------------------------------------------------------
     async def assemble(self) -> Snapshot:
         """The current balances as a snapshot, without taking heads (reports, final state)."""
+        await self._settle_finishes()
         snap = self.forest.clone()
         self._flush_requeues()
         for actor in self.cluster_queues.values():
@@ -284,6 +295,7 @@ class Coordinator:
     async def round(self) -> bool:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
+        await self._settle_finishes()
         snap = self.forest.clone()
         fold = self.clock is not None and self.verdicts.enabled
         cqs = self.forest.cluster_queues
@@ -305,6 +317,7 @@ class Coordinator:
                            namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
         changed = parked
         touched: set[str] = set()
+        evicting = []
         for target, by in result.evictions:
             victim = target.workload
             cq_name = victim.cluster_queue
@@ -314,7 +327,15 @@ class Coordinator:
             if not await self.port.evict(victim.key, cluster_queue=cq_name, reason=target.reason,
                                          message=message):
                 continue
-            if await self.cluster_queues[cq_name].ask(Evict(victim.key)):
+            evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(victim.key))))
+        # Every release is asked at once and read in order; then every reservation.  The
+        # cycle checked that its admissions fit together once its victims are gone, and a
+        # set of reservations that fits together is granted in any order (each node's
+        # check is an upper bound on usage, and what a node charges its parent sums to the
+        # same whatever the order), so this decides as one ask at a time would.
+        for target, by, cq_name, reply in evicting:
+            victim = target.workload
+            if await reply.result(self.cluster_queues[cq_name].ask_timeout):
                 self._changed(cq_name)
                 self.events.append(("evicted", victim.key, by.wl.key, target.reason))
                 log.info("workload_evicted", workload=victim.key, cluster_queue=cq_name,
@@ -322,10 +343,14 @@ class Coordinator:
                 touched.add(cq_name)
                 changed = True
         admitted = {id(e) for e in result.admitted}
-        for e in result.admitted:
+        now = self.now()
+        reserving = [(e, self.cluster_queues[e.cq].post(Admit(e.wl, dict(e.assignment.usage),  # type: ignore[union-attr]
+                                                             e.assignment.flavors(), now)))  # type: ignore[union-attr]
+                     for e in result.admitted]
+        for e, reply in reserving:
             assert e.assignment is not None
             actor = self.cluster_queues[e.cq]
-            answer = await actor.ask(Admit(e.wl, dict(e.assignment.usage), e.assignment.flavors(), self.now()))
+            answer = await reply.result(actor.ask_timeout)
             self._changed(e.cq)
             if isinstance(answer, Denied):
                 e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
@@ -378,10 +403,8 @@ class Coordinator:
             if keep is not None and keep < len(n.parked):
                 head = await self.cluster_queues[name].ask(Unpark(keep))
             kept = n.parked if keep is None else n.parked[:keep]
-            cq = self.forest.cluster_queues[name]
-            for wl in kept:
-                v = self.verdicts.recall(cq, wl)
-                self.reasons[wl.key] = v.message if v is not None else self.reasons.get(wl.key, "")
+            for wl, verdict in kept:
+                self.reasons[wl.key] = verdict.message
                 wl.preempting = False
             parked_any = parked_any or bool(kept)
             if head is not None:

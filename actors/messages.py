@@ -90,7 +90,7 @@ class Nominate(Msg):
 class Nomination(Msg):
     head: Any
     report: NodeReport
-    parked: tuple[Any, ...] = ()    # heads parked ahead, in pop order (with ``known``)
+    parked: tuple[Any, ...] = ()    # (head, verdict) parked ahead, in pop order (with ``known``)
     looked_ahead: bool = False       # whether the queue could fold at all
 
 

@@ -1,4 +1,4 @@
-"""A small actor runtime on anyio memory streams.
+"""A small actor runtime on anyio: a mailbox per actor, one-shot replies.
 
 An :class:`Actor` owns its state and a mailbox; ``run()`` only receives and
 dispatches to ``handle`` (plain or async), so every state change is a method a test
@@ -10,23 +10,26 @@ actor is cancelled instead, what is left in its mailbox is failed the same way.
 
 The reply slot is a :class:`Reply`: a value and an ``anyio.Event``, not a memory
 stream (a stream pair per ask was a third of the coordinator's cost at a thousand
-ClusterQueues).  ``post`` + ``Reply.result`` split an ask, so a coordinator can ask
-every actor of a round first and then collect the answers in order (each actor still
-handles its messages one at a time, in mailbox order).
+ClusterQueues).  The mailbox is a :class:`_Mailbox`: a deque, and an ``anyio.Event``
+made only while the actor waits on an empty one (an anyio memory object stream did the
+same with more bookkeeping per message).  ``post`` + ``Reply.result`` split an ask, so
+a coordinator can ask every actor of a round first and then collect the answers in
+order (each actor still handles its messages one at a time, in mailbox order).
 
-Quiescence needs no sleeping: every interaction the coordinator starts is an ``ask``,
-so when its round returns no message is in flight anywhere.
+Quiescence needs no sleeping: what the coordinator starts is an ``ask`` it awaits, a
+``tell`` that sits ahead of its next ask to the same actor, or a posted ask it collects
+before the next round reads a balance, so when a round returns no message is in flight.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+from collections import deque
 from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = ["Actor", "ActorStopped", "Reply", "Stats"]
 
@@ -77,34 +80,69 @@ class Stats:
         self.mailbox = mailbox
 
 
+class _Mailbox:
+    """Envelopes in arrival order; ``get`` waits while it is empty and open."""
+
+    __slots__ = ("_items", "_wakeup", "closed")
+
+    def __init__(self) -> None:
+        self._items: deque[_Envelope] = deque()
+        self._wakeup: anyio.Event | None = None
+        self.closed = False
+
+    def put(self, env: _Envelope) -> None:
+        self._items.append(env)
+        if self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = None
+
+    def close(self) -> None:
+        self.closed = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = None
+
+    async def get(self) -> _Envelope | None:
+        """The next envelope, or None once closed and drained."""
+        while not self._items:
+            if self.closed:
+                return None
+            self._wakeup = anyio.Event()
+            await self._wakeup.wait()
+        return self._items.popleft()
+
+    def take_all(self) -> list[_Envelope]:
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class Actor:
     ask_timeout: float = 60.0
 
     def __init__(self, name: str) -> None:
         self.name = name
-        send, recv = anyio.create_memory_object_stream[_Envelope](math.inf)
-        self._send: MemoryObjectSendStream[_Envelope] = send
-        self._recv: MemoryObjectReceiveStream[_Envelope] = recv
+        self._mailbox = _Mailbox()
         self.handled = 0
 
     # --- the shell ---------------------------------------------------------------------------
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
+        mailbox = self._mailbox
         try:
-            async for env in self._recv:
+            while (env := await mailbox.get()) is not None:
                 await self._dispatch(env)
-            # closed: nothing left to drain (the stream is empty once iteration ends)
+            # closed: nothing left to drain (get returns None only once the mailbox is empty)
         finally:
+            mailbox.closed = True
             self._fail_pending()
-            self._recv.close()
 
     def _fail_pending(self) -> None:
         """Cancelled with messages still queued: their askers get ActorStopped, not a timeout."""
-        while True:
-            try:
-                env = self._recv.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                return
+        for env in self._mailbox.take_all():
             if env.reply is not None:
                 env.reply.settle(False, ActorStopped(self.name))
 
@@ -127,25 +165,23 @@ class Actor:
 
     # --- talking to it -----------------------------------------------------------------------
     def tell(self, msg: Any) -> None:
-        try:
-            self._send.send_nowait(_Envelope(msg, None))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            raise ActorStopped(self.name) from exc
+        if self._mailbox.closed:
+            raise ActorStopped(self.name)
+        self._mailbox.put(_Envelope(msg, None))
 
     async def ask(self, msg: Any) -> Any:
         return await self.post(msg).result(self.ask_timeout)
 
     def post(self, msg: Any) -> Reply:
         """The first half of an ask: queue ``msg``; await ``.result(timeout)`` for the answer."""
+        if self._mailbox.closed:
+            raise ActorStopped(self.name)
         reply = Reply(self.name)
-        try:
-            self._send.send_nowait(_Envelope(msg, reply))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            raise ActorStopped(self.name) from exc
+        self._mailbox.put(_Envelope(msg, reply))
         return reply
 
     def stop(self) -> None:
-        self._send.close()
+        self._mailbox.close()
 
     def stats(self) -> Stats:
-        return Stats(self.name, self.handled, self._recv.statistics().current_buffer_used)
+        return Stats(self.name, self.handled, len(self._mailbox))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from kueued.scheduling.workload import WorkloadInfo
 
@@ -44,7 +45,7 @@ class RequeueReason:
 
 class PendingQueue:
     __slots__ = ("name", "strict", "_heap", "_items", "inadmissible", "usage_of", "_seq", "sticky",
-                 "_inflight")
+                 "_inflight", "_sticky_after")
 
     def __init__(self, name: str, *, strict: bool,
                  usage_of: Callable[[WorkloadInfo], float] | None = None) -> None:
@@ -57,6 +58,7 @@ class PendingQueue:
         self._seq = 0
         self.sticky: str | None = None
         self._inflight: str | None = None
+        self._sticky_after: list[str | None] = []  # pop_known's record, for unpark
 
     def __len__(self) -> int:
         return len(self._items) + len(self.inadmissible)
@@ -132,15 +134,16 @@ class PendingQueue:
     # --- folding dead rounds ahead (kueued.scheduling.verdicts) ----------------------------------
     def can_look_ahead(self) -> bool:
         """Is :meth:`pop_known` exactly the pops and requeues the engine would make?  Not for a
-        StrictFIFO queue (a known head comes straight back), a sticky head, or usage ordering."""
-        return not self.strict and self.sticky is None and self.usage_of is None
+        StrictFIFO queue (a known head comes straight back) or usage ordering."""
+        return not self.strict and self.usage_of is None
 
-    def pop_known(self, known: Callable[[WorkloadInfo], object | None], limit: int
-                  ) -> tuple[list[WorkloadInfo], WorkloadInfo | None]:
+    def pop_known(self, known: Callable[[WorkloadInfo], Any], limit: int
+                  ) -> tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None]:
         """Pop heads while ``known(head)`` gives a verdict (with a ``reason``), parking each as
-        :meth:`requeue` would, at most ``limit``; returns the parked ones and the first head
-        not known (popped, in flight), or None when the queue ran dry."""
-        parked: list[WorkloadInfo] = []
+        :meth:`requeue` would, at most ``limit``; returns the parked ones with their verdicts
+        and the first head not known (popped, in flight), or None when the queue ran dry."""
+        parked: list[tuple[WorkloadInfo, Any]] = []
+        self._sticky_after = []
         while True:
             head = self.pop_head()
             if head is None:
@@ -148,20 +151,23 @@ class PendingQueue:
             verdict = known(head) if len(parked) < limit else None
             if verdict is None:
                 return parked, head
-            self.requeue(head, verdict.reason)  # type: ignore[attr-defined]
-            parked.append(head)
+            self._sticky_after.append(self.sticky)  # as it was once this head was popped
+            self.requeue(head, verdict.reason)
+            parked.append((head, verdict))
 
-    def unpark(self, parked: list[WorkloadInfo], head: WorkloadInfo | None, keep: int) -> WorkloadInfo:
+    def unpark(self, parked: list[tuple[WorkloadInfo, Any]], head: WorkloadInfo | None,
+               keep: int) -> WorkloadInfo:
         """Undo :meth:`pop_known` past its first ``keep`` parks: ``parked[keep]`` is in flight
         again, the later parked ones and ``head`` are back in the heap, as if never popped."""
-        for wl in parked[keep + 1:]:
+        for wl, _ in parked[keep + 1:]:
             self.inadmissible.pop(wl.key, None)
             self.push(wl)
         if head is not None:
             self.push(head)
-        current = parked[keep]
+        current = parked[keep][0]
         self.inadmissible.pop(current.key, None)
         self._inflight = current.key
+        self.sticky = self._sticky_after[keep]
         return current
 
     def requeue_inadmissible(self) -> int:

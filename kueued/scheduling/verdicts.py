@@ -77,12 +77,13 @@ class Verdict:
 class Verdicts:
     """Per-engine memory of failed nominations, valid while their tree's generation holds."""
 
-    __slots__ = ("_generation", "_roots", "_kept", "enabled")
+    __slots__ = ("_generation", "_roots", "_newer", "_kept", "enabled")
 
     def __init__(self) -> None:
         self._generation: dict[str, int] = {}   # tree root name -> generation
         self._roots: dict[str, str] = {}        # ClusterQueue -> its tree root
         self._kept: dict[tuple[str, bytes, float], Verdict] = {}
+        self._newer: set[str] = set()           # ClusterQueues whose policies compare creation times
         self.enabled = True
 
     # --- keeping up with the state -----------------------------------------------------------
@@ -101,6 +102,9 @@ class Verdicts:
             self._roots[name] = ("cohort/" if top.is_cohort else "queue/") + top.name
         for root in set(self._roots.values()):
             self._generation[root] = self._generation.get(root, 0) + 1
+        self._newer = {name for name, cq in snapshot.cluster_queues.items()
+                       if policy.LOWER_OR_NEWER_EQUAL_PRIORITY in (cq.spec.preemption.within_cluster_queue,
+                                                                   cq.spec.preemption.reclaim_within_cohort)}
         self.enabled = not (getattr(settings, "fair_sharing", False)
                             or getattr(settings, "admission_fair_sharing", None) is not None)
 
@@ -115,15 +119,15 @@ class Verdicts:
 
     # --- recall ------------------------------------------------------------------------------
     def _key(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> tuple[str, bytes, float]:
-        p = cq.spec.preemption
-        newer = policy.LOWER_OR_NEWER_EQUAL_PRIORITY in (p.within_cluster_queue, p.reclaim_within_cohort)
-        return (cq.name, shape_of(wl), wl.created if newer else 0.0)
+        # a LowerOrNewerEqualPriority policy compares creation times: then they are part of the shape
+        return (cq.name, wl.shape or shape_of(wl), wl.created if cq.name in self._newer else 0.0)
 
     def recall(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> Verdict | None:
         if not self.enabled:
             return None
-        v = self._kept.get(self._key(cq, wl))
-        if v is None or v.generation != self._generation.get(self._roots.get(cq.name, ""), 0):
+        name = cq.name
+        v = self._kept.get((name, wl.shape or shape_of(wl), wl.created if name in self._newer else 0.0))
+        if v is None or v.generation != self._generation.get(self._roots.get(name, ""), 0):
             return None
         return v
 
