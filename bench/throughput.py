@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/throughput.py                                   # 100 ClusterQueues, 5,000 workloads
     .venv/bin/python bench/throughput.py --cluster-queues 1000 --workloads 50000   # issue 6's shape
+    .venv/bin/python bench/throughput.py --no-preemption    # queues that never preempt
 
 The tree is ``bench/generate_tree.py``'s (4 cohort levels, quota at every level); every
 workload arrives at 0 and runs 1..``--runtime`` whole seconds, so the virtual clock plays
@@ -40,13 +41,16 @@ def main() -> None:
     ap.add_argument("--workloads", type=int, default=5_000)
     ap.add_argument("--runtime", type=int, default=5, help="each workload runs 1..N seconds (virtual)")
     ap.add_argument("--engine", choices=["both", "sync", "actors"], default="both")
+    ap.add_argument("--no-preemption", action="store_true",
+                    help="no preemption (default: withinClusterQueue LowerPriority, reclaimWithinCohort Any)")
     args = ap.parse_args()
-    docs = generate(args.cluster_queues, args.workloads, runtime=args.runtime)
+    docs = generate(args.cluster_queues, args.workloads, runtime=args.runtime, preemption=not args.no_preemption)
     results = {}
     for engine in (["sync", "actors"] if args.engine == "both" else [args.engine]):
         runner = run_actors_timed if engine == "actors" else None
         results[engine] = simulate_timed(trace_from(docs), runner=runner, engine=engine, per_workload=False).summary
-    t = Table(title=f"throughput: {args.cluster_queues} ClusterQueues, {args.workloads} workloads, virtual clock")
+    t = Table(title=f"throughput: {args.cluster_queues} ClusterQueues, {args.workloads} workloads, virtual clock"
+                    + (", no preemption" if args.no_preemption else ", preemption on every queue"))
     for col in ("engine", "admissions", "evictions", "virtual wall (s)", "host (s)", "admissions / host s"):
         t.add_column(col, justify="right")
     for engine, s in results.items():
