@@ -55,8 +55,9 @@ from actors.messages import (
 )
 from actors.node import NodeActor
 from kueued.kube.port import ApiPort
-from kueued.scheduling.cycle import Iterate, Preemptor, classical_order, run_cycle
-from kueued.scheduling.fairsharing import admission as afs
+from kueued.scheduling.cycle import Iterate, classical_order, run_cycle
+from kueued.scheduling.engine import PreemptorFactory
+from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.run import forest_of, queue_order_hook
@@ -75,7 +76,7 @@ log = structlog.get_logger("kueued.coordinator")
 
 class Coordinator:
     def __init__(self, world: World, port: ApiPort, *,
-                 preemptor: Callable[[Snapshot, World], Preemptor],
+                 preemptor: PreemptorFactory,
                  iterate: Iterate = classical_order) -> None:
         self.world = world
         self.port = port
@@ -94,6 +95,7 @@ class Coordinator:
         self._requeue: set[str] = set()  # queues whose parked workloads go back before they next pop
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
         self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
+        self.afs = AdmissionFairSharing(world, clock=self.now)
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -110,7 +112,7 @@ class Coordinator:
                     actor.stop()
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
-            self.cluster_queues[name].queue.usage_of = queue_order_hook(self, cq)
+            self.cluster_queues[name].queue.usage_of = queue_order_hook(self, cq, afs=self.afs)
             self.cluster_queues[name].active = cq.active
         for name in self.forest.cohorts:
             if name not in self.cohorts:
@@ -313,7 +315,7 @@ class Coordinator:
         await self._fill_cohorts(snap)
         heads, parked = await self._fold(nominations) if fold else (
             [(n.head, name) for name, n in nominations if n.head is not None], False)
-        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world),
+        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
                            namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
         changed = parked
         touched: set[str] = set()
@@ -365,7 +367,7 @@ class Coordinator:
                 changed = True
                 continue
             self.reasons.pop(e.wl.key, None)
-            afs.record_admission(self, e)  # KEP-4136 entry penalty, only once committed
+            self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed
             log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
             changed = True
         for e in result.entries:

@@ -18,10 +18,11 @@ the queues hold the same workloads in the same places).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from kueued.quota.node import QuotaNode
 from kueued.scheduling.cycle import CycleResult, Iterate, Preemptor, classical_order, run_cycle
-from kueued.scheduling.fairsharing import admission as afs
+from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import PendingQueue
 from kueued.scheduling.run import forest_of, queue_order_hook
@@ -32,7 +33,11 @@ from kueued.world import World
 
 __all__ = ["Engine", "PreemptorFactory"]
 
-PreemptorFactory = Callable[[Snapshot, World], Preemptor]
+
+class PreemptorFactory(Protocol):
+    """Makes each cycle's preemptor; ``afs`` is the engine's admission fair sharing."""
+
+    def __call__(self, snapshot: Snapshot, world: World, /, *, afs: AdmissionFairSharing) -> Preemptor: ...
 
 
 class Engine:
@@ -49,6 +54,7 @@ class Engine:
         self.cycles = 0
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
+        self.afs = AdmissionFairSharing(world, clock=self.now)
 
     # --- keeping up with the world ------------------------------------------------------------
     def rebuild(self) -> None:
@@ -61,7 +67,7 @@ class Engine:
                 for wl in (q.pending() if q else ()):
                     fresh.push(wl)
                 self.queues[name] = fresh
-            self.queues[name].usage_of = queue_order_hook(self, cq)
+            self.queues[name].usage_of = queue_order_hook(self, cq, afs=self.afs)
         for name in list(self.queues):
             if name not in self.state.cluster_queues:
                 del self.queues[name]
@@ -129,7 +135,7 @@ class Engine:
         if self.clock is not None:
             heads = self._fold_dead_rounds(heads)
         snap = self.state.clone()
-        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world),
+        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
                            namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
         self.apply(result)
         return result
@@ -193,7 +199,7 @@ class Engine:
             e.wl.admit(e.cq, dict(e.assignment.usage), e.assignment.flavors(), at=self.now())
             self.state.add_workload(e.wl)
             self.verdicts.touch(e.cq)
-            afs.record_admission(self, e)  # admission fair sharing: the entry penalty
+            self.afs.record_admission(e)  # admission fair sharing: the entry penalty
             self.reasons.pop(e.wl.key, None)
         for e in result.entries:
             if e.status != "admitted":

@@ -3,11 +3,16 @@ synchronous run to quiescence producing a :class:`~kueued.simulate.Report`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kueued.scheduling.cycle import Iterate, Preemptor, Target
 from kueued.scheduling.flavors import Assignment, Mode
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import World
+
+if TYPE_CHECKING:
+    from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 
 __all__ = ["make_preemptor", "make_iterate", "run_sync", "NoPreemption", "elastic_inputs", "merge_outcome"]
 
@@ -22,11 +27,14 @@ class NoPreemption:
         return []
 
 
-def make_preemptor(snapshot: Snapshot, world: World) -> Preemptor:
+def make_preemptor(snapshot: Snapshot, world: World, *, afs: AdmissionFairSharing | None = None) -> Preemptor:
+    """The cycle's preemptor; ``afs`` is the engine's admission fair sharing, whose
+    LocalQueue usage orders fair-sharing candidates within a ClusterQueue."""
     try:
         if world.settings.fair_sharing:
             from kueued.scheduling.fairsharing import FairPreemptor
-            return FairPreemptor(snapshot, settings=world.settings)
+            return FairPreemptor(snapshot, settings=world.settings,
+                                 lq_usage=afs.local_queue_usage() if afs is not None else None)
         from kueued.scheduling.preemption import ClassicalPreemptor
         return ClassicalPreemptor(snapshot, settings=world.settings)
     except ImportError:
@@ -90,13 +98,13 @@ def merge_outcome(report, outcome) -> None:
         report.quota_groups[name] = {"runtime": quantity_map(g.runtime), "request": quantity_map(g.request)}
 
 
-def queue_order_hook(owner, cq: ClusterQueueSnapshot):  # owner: Engine or Coordinator
+def queue_order_hook(owner, cq: ClusterQueueSnapshot, *, afs: AdmissionFairSharing):  # owner: Engine or Coordinator
     """How a ClusterQueue's pending heap orders workloads beyond Kueue's default: admission
-    fair sharing (KEP-4136) where its admissionScope asks, else a KEP-1093 LocalQueue policy.
-    One place, so the pure core and the actors can never order differently."""
-    from kueued.scheduling.fairsharing import admission as afs
+    fair sharing (KEP-4136, the owner's ``afs``) where its admissionScope asks, else a
+    KEP-1093 LocalQueue policy.  One place, so the pure core and the actors can never
+    order differently."""
     from kueued.scheduling.policies import local_queue_hook
-    return afs.usage_hook(owner, cq) or local_queue_hook(owner, cq)
+    return afs.usage_hook(cq) or local_queue_hook(owner, cq)
 
 
 def forest_of(world: World) -> Snapshot:

@@ -22,6 +22,7 @@ from kueued.errors import FieldError
 from kueued.model.validation import validate_object
 from kueued.model.validation.configuration import parse_duration
 from kueued.model.validation.names import exact
+from kueued.world import Settings, World
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 CONFIG = "config.kueue.x-k8s.io/v1beta2"
@@ -480,6 +481,7 @@ SYSTEM = ["kube-system", "kueue-system"]
     pytest.param(configuration(fairSharing={"preemptionStrategies": [
         "LessThanOrEqualToFinalShare", "LessThanInitialShare"]}), set(), id="both-strategies"),
     pytest.param(configuration(fairSharing={}), {FS}, id="missing-strategies"),
+    pytest.param(configuration(fairSharing={"preemptionStrategies": []}), {FS}, id="empty-strategies"),
     pytest.param(configuration(fairSharing={"preemptionStrategies": [
         "LessThanInitialShare", "LessThanOrEqualToFinalShare"]}), {FS}, id="strategies-out-of-order"),
     pytest.param(configuration(fairSharing={"preemptionStrategies": ["Fair"]}), {FS}, id="unknown-strategy"),
@@ -537,6 +539,15 @@ SYSTEM = ["kube-system", "kueue-system"]
 ])
 def test_configuration(obj: Obj, expected: set[str]) -> None:
     assert paths(validate_object(obj)) == expected
+
+
+def test_fair_sharing_without_strategies_is_refused_not_defaulted() -> None:
+    """Kueue v1beta2 defaults no preemptionStrategies and validation requires them, so
+    ``fairSharing: {}`` is refused and Kueue's defaults (no fair sharing) stay in force."""
+    world = World()
+    world.apply(configuration(fairSharing={}, admissionFairSharing={"usageHalfLifeTime": "10s"}))
+    assert list(world.rejected) == ["Configuration"]
+    assert world.settings == Settings()
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

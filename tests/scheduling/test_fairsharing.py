@@ -434,6 +434,47 @@ def test_entry_penalty_alternates_local_queues_in_the_engine() -> None:
     assert sorted(k for k, w in world.workloads.items() if w.admitted) == ["default/a1", "default/b1"]
 
 
+def afs_engine(*workloads: tuple[str, str]) -> Engine:
+    """An engine over ``afs_world(8, ["1", "1"])`` that has run ``(name, local queue)`` workloads of 4 cpu."""
+    world = World()
+    for o in afs_world(8, ["1", "1"]):
+        world.apply(o)
+    for i, (name, lq) in enumerate(workloads):
+        world.apply(b.workload(name, "default", lq, created=i + 1, cpu="4"))
+    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
+    engine.rebuild()
+    engine.run()
+    return engine
+
+
+def test_each_engine_owns_its_admission_fair_sharing() -> None:
+    busy, idle = afs_engine(("a1", "lq0")), afs_engine()
+    assert busy.afs is not idle.afs
+    assert busy.afs.ledger is not None and idle.afs.ledger is not None
+    assert busy.afs.ledger.weighted("default/lq0") > 0
+    assert idle.afs.ledger.weighted("default/lq0") == 0  # the other engine's admission is not here
+
+
+def test_the_ledger_follows_the_configuration() -> None:
+    engine = afs_engine(("a1", "lq0"))
+    ledger = engine.afs.ledger
+    assert ledger is not None and engine.afs.ledger is ledger
+    engine.world.apply(configuration(admissionFairSharing={"usageHalfLifeTime": "20s"}))
+    fresh = engine.afs.ledger
+    assert fresh is not None and fresh is not ledger and fresh.half_life == 20
+    engine.world.apply(configuration())
+    assert engine.afs.ledger is None and engine.afs.local_queue_usage() is None
+
+
+def test_the_fair_preemptor_reads_its_engines_local_queue_usage() -> None:
+    engine = afs_engine(("a1", "lq0"), ("b1", "lq1"))
+    admitted = {w.local_queue: w for w in engine.world.workloads.values() if w.admitted}
+    preemptor = make_preemptor(engine.state.clone(), engine.world, afs=engine.afs)
+    assert isinstance(preemptor, FairPreemptor) and preemptor.lq_usage is not None
+    assert preemptor.lq_usage(admitted["default/lq0"]) == engine.afs.ledger.usage("default/lq0", 1)  # type: ignore[union-attr]
+    assert make_preemptor(engine.state.clone(), engine.world).lq_usage is None  # type: ignore[attr-defined]
+
+
 # --- convergence under saturated demand -----------------------------------------------------------
 
 class Saturated:

@@ -69,7 +69,7 @@ def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -
     for m in [namespace("ns"), flavor("default"), cluster_queue("q", quotas("default", cpu="1")),
               local_queue("lq", "ns", "q"), *(workload(f"w{i}", "ns", "lq", cpu="2") for i in range(10))]:
         world.apply(m)
-    eng = engine_module.Engine(world, preemptor=lambda snap, w: _Counting())
+    eng = engine_module.Engine(world, preemptor=lambda snap, w, afs: _Counting())
     eng.rebuild()
     eng.clock = lambda: 4_000_000_000.0
     judged = []
@@ -96,7 +96,7 @@ def test_any_change_in_the_tree_invalidates_its_verdicts() -> None:
               cluster_queue("solo", quotas("default", cpu="1")),
               local_queue("lq", "ns", "q"), workload("w", "ns", "lq", cpu="3")]:
         world.apply(m)
-    eng = engine_module.Engine(world, preemptor=lambda snap, w: _Counting())
+    eng = engine_module.Engine(world, preemptor=lambda snap, w, afs: _Counting())
     eng.rebuild()
     eng.cycle()
     wl, cq = world.workloads["ns/w"], eng.state.cluster_queues["q"]

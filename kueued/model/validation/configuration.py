@@ -131,6 +131,9 @@ def _fair_sharing(errs: Errors, value: object) -> None:
     _strict(errs, fs, "fairSharing", _FAIR_SHARING)
     path = "fairSharing.preemptionStrategies"
     strategies = sequence(errs, fs.get("preemptionStrategies"), path)
+    # No default to fall back on: v1beta2's SetDefaults_Configuration leaves FairSharing alone
+    # (v1beta1 filled both strategies, and only with ``enable: true``).  Kueue's Go tests that
+    # use ``&config.FairSharing{}`` skip defaulting and validation altogether.
     if not strategies:
         errs.required(path, "must be specified")
     elif tuple(strategies) not in _STRATEGY_SETS:

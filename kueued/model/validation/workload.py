@@ -37,6 +37,9 @@ from .names import DNS1123_LABEL, exact, quantity, reference
 __all__ = ["validate_workload", "has_condition"]
 
 MAX_POD_SETS = 18
+"""``MaxItems`` on podSets and the podSet-indexed lists.  Kueue raised it 8 -> 10 (kueue#11388)
+-> 18 (kueue#12819, v1beta1 and v1beta2 alike); sources and docs that say 8 predate both."""
+
 _PRIORITY_GROUPS = ("kueue.x-k8s.io", "scheduling.k8s.io")
 _PRIORITY_KINDS = ("WorkloadPriorityClass", "PriorityClass")
 _RESERVED = "while workload quota reserved"

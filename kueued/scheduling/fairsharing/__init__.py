@@ -6,25 +6,18 @@
 * ``preemption``: :class:`FairPreemptor`, the cycle's preemptor when the Configuration
   sets ``fairSharing`` (strategies LessThanOrEqualToFinalShare / LessThanInitialShare).
 * ``admission``: KEP-4136 admission fair sharing, LocalQueue usage with decay and
-  entry penalties, hooked into the engine's pending queues.
+  entry penalties; each engine owns an :class:`AdmissionFairSharing` that orders its
+  pending queues and its fair-sharing preemptor's candidates.
 * ``gates``: the feature gates these read, with Kueue's defaults.
 
 The classical candidate order, preemption policies and fill-back are shared with
 ``kueued.scheduling.preemption``.
 """
 
-from kueued.scheduling.fairsharing.admission import (
-    UsageLedger,
-    afs_enabled,
-    alpha,
-    local_queue_usage_for,
-    record_admission,
-    usage_hook,
-)
+from kueued.scheduling.fairsharing.admission import AdmissionFairSharing, UsageLedger, afs_enabled, alpha
 from kueued.scheduling.fairsharing.ordering import TargetOrdering, fair_order
 from kueued.scheduling.fairsharing.preemption import FairPreemptor, fair_targets
 from kueued.scheduling.fairsharing.share import DRS, Shares, compare, dominant_resource_share
 
 __all__ = ["FairPreemptor", "fair_targets", "fair_order", "TargetOrdering", "DRS", "Shares", "compare",
-           "dominant_resource_share", "UsageLedger", "alpha", "afs_enabled", "usage_hook",
-           "record_admission", "local_queue_usage_for"]
+           "dominant_resource_share", "AdmissionFairSharing", "UsageLedger", "alpha", "afs_enabled"]

@@ -26,18 +26,18 @@ no decay, so consumed usage never changes and AFS stops reacting to admissions. 
 an unset (or zero) half-life means :data:`DEFAULT_HALF_LIFE`, one week, the value
 Kueue's documentation uses; the sampling interval defaults to Kueue's 5 minutes.
 
-An engine drives this through two calls: :func:`usage_hook` when it builds a
-ClusterQueue's queue and :func:`record_admission` after each admission.  "Engine" is
-anything with a ``world`` and a clock ``now()`` (the sync :class:`Engine`, the actors'
-coordinator); the ledger belongs to it (held weakly here) and samples on its clock.
+State.  Each engine owns one :class:`AdmissionFairSharing` (its World, its clock, its
+ledger); nothing here is module-level, so two engines in one process never share
+usage.  The engine calls :meth:`~AdmissionFairSharing.usage_hook` when it builds a
+ClusterQueue's queue, :meth:`~AdmissionFairSharing.record_admission` after each
+admission, and hands the object to its preemptor factory for
+:meth:`~AdmissionFairSharing.local_queue_usage`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Protocol
-from weakref import WeakKeyDictionary
 
 from kueued.model import api
 from kueued.model.quantity import parse
@@ -47,16 +47,8 @@ from kueued.scheduling.snapshot import ClusterQueueSnapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import Settings, World
 
-
-class Engine(Protocol):
-    """What admission fair sharing needs from whoever runs the cycles."""
-
-    world: World
-
-    def now(self) -> float: ...
-
-__all__ = ["DEFAULT_HALF_LIFE", "DEFAULT_SAMPLING_INTERVAL", "alpha", "UsageLedger", "afs_enabled",
-           "usage_hook", "record_admission", "local_queue_usage_for", "ledger_of"]
+__all__ = ["DEFAULT_HALF_LIFE", "DEFAULT_SAMPLING_INTERVAL", "alpha", "UsageLedger", "AdmissionFairSharing",
+           "afs_enabled"]
 
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
 """Seconds; used when the Configuration leaves ``usageHalfLifeTime`` unset or 0."""
@@ -179,71 +171,71 @@ def local_queue_weight(world: World, lq: str) -> float:
     return parse(fs.weight) / 1000
 
 
-class _EngineState:
-    __slots__ = ("engine", "ledger")
+class AdmissionFairSharing:
+    """One engine's admission fair sharing: its ledger, on its clock, over its World.
 
-    def __init__(self, engine: Engine, ledger: UsageLedger) -> None:
-        self.engine = engine
-        self.ledger = ledger
+    Each engine (the sync :class:`~kueued.scheduling.engine.Engine`, the actors'
+    coordinator) makes one in its ``__init__`` and hands it to whatever needs LocalQueue
+    usage: the pending queues' ordering hook, the fair-sharing preemptor, and its own
+    admission step.  The ledger is made on first use (seeded from the LocalQueues'
+    status, sampling from that instant) and made afresh when the Configuration's
+    ``admissionFairSharing`` changes; it is dropped when the Configuration unsets it.
+    """
 
-    def usage(self, lq: str) -> float:
-        world = self.engine.world
-        self.ledger.advance(self.engine.now(), lambda: current_usage(world))
-        return self.ledger.usage(lq, local_queue_weight(world, lq))
+    __slots__ = ("world", "clock", "_ledger")
 
+    def __init__(self, world: World, *, clock: Callable[[], float]) -> None:
+        self.world = world
+        self.clock = clock
+        self._ledger: UsageLedger | None = None
 
-_STATES: WeakKeyDictionary[Engine, _EngineState] = WeakKeyDictionary()
-
-
-def _state(engine: Engine) -> _EngineState | None:
-    config = engine.world.settings.admission_fair_sharing
-    if config is None:
-        _STATES.pop(engine, None)
-        return None
-    state = _STATES.get(engine)
-    if state is None or state.ledger.config is not config:
-        state = _EngineState(engine, UsageLedger(config, now=engine.now(), seed=seed_from(engine.world)))
-        _STATES[engine] = state
-    return state
-
-
-def ledger_of(engine: Engine) -> UsageLedger | None:
-    state = _state(engine)
-    return state.ledger if state is not None else None
-
-
-def usage_hook(engine: Engine, cq: ClusterQueueSnapshot) -> Callable[[WorkloadInfo], float] | None:
-    """The ``usage_of`` ordering hook for ``cq``'s pending queue, or None if AFS is off there."""
-    if not afs_enabled(engine.world.settings, cq):
-        return None
-    state = _state(engine)
-    if state is None:  # pragma: no cover - afs_enabled implies a config
-        return None
-    return lambda wl: state.usage(wl.local_queue)
-
-
-def record_admission(engine: Engine, e: Entry) -> None:
-    """Push the entry penalty of an admitted workload onto its LocalQueue."""
-    cq = engine.world.cluster_queues.get(e.cq)
-    if cq is None or not afs_enabled(engine.world.settings, cq.spec):
-        return
-    state = _state(engine)
-    if state is not None:
-        state.ledger.add_penalty(e.wl.local_queue, _units(e.wl.total_requests()))
-
-
-def local_queue_usage_for(settings: Settings | None) -> Callable[[WorkloadInfo], float | None] | None:
-    """For preemption ordering: an admitted workload's LocalQueue usage where AFS applies."""
-    if settings is None or settings.admission_fair_sharing is None:
-        return None
-    state = next((s for s in list(_STATES.values()) if s.engine.world.settings is settings), None)
-    if state is None:
-        return None
-    world = state.engine.world
-
-    def usage(wl: WorkloadInfo) -> float | None:
-        cq = world.cluster_queues.get(wl.cluster_queue or "")
-        if cq is None or not afs_enabled(settings, cq.spec):
+    @property
+    def ledger(self) -> UsageLedger | None:
+        """The ledger for the current Configuration (made if missing or stale); None if AFS is unset."""
+        config = self.world.settings.admission_fair_sharing
+        if config is None:
+            self._ledger = None
             return None
-        return state.usage(wl.local_queue)
-    return usage
+        if self._ledger is None or self._ledger.config is not config:
+            self._ledger = UsageLedger(config, now=self.clock(), seed=seed_from(self.world))
+        return self._ledger
+
+    def _usage(self, ledger: UsageLedger, lq: str) -> float:
+        ledger.advance(self.clock(), lambda: current_usage(self.world))
+        return ledger.usage(lq, local_queue_weight(self.world, lq))
+
+    def usage_hook(self, cq: ClusterQueueSnapshot) -> Callable[[WorkloadInfo], float] | None:
+        """The ``usage_of`` ordering hook for ``cq``'s pending queue, or None if AFS is off there."""
+        if not afs_enabled(self.world.settings, cq):
+            return None
+        ledger = self.ledger
+        if ledger is None:  # pragma: no cover - afs_enabled implies a config
+            return None
+        return lambda wl: self._usage(ledger, wl.local_queue)
+
+    def record_admission(self, e: Entry) -> None:
+        """Push the entry penalty of an admitted workload onto its LocalQueue."""
+        cq = self.world.cluster_queues.get(e.cq)
+        if cq is None or not afs_enabled(self.world.settings, cq.spec):
+            return
+        ledger = self.ledger
+        if ledger is not None:
+            ledger.add_penalty(e.wl.local_queue, _units(e.wl.total_requests()))
+
+    def local_queue_usage(self) -> Callable[[WorkloadInfo], float | None] | None:
+        """For preemption ordering: an admitted workload's LocalQueue usage where AFS applies.
+
+        None until a queue hook or an admission has made the ledger: preemption reads
+        usage, it does not start the sampling clock.
+        """
+        settings = self.world.settings
+        ledger = self._ledger
+        if settings.admission_fair_sharing is None or ledger is None:
+            return None
+
+        def usage(wl: WorkloadInfo) -> float | None:
+            cq = self.world.cluster_queues.get(wl.cluster_queue or "")
+            if cq is None or not afs_enabled(settings, cq.spec):
+                return None
+            return self._usage(ledger, wl.local_queue)
+        return usage

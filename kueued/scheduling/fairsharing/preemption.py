@@ -44,13 +44,12 @@ from typing import Any
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Target
 from kueued.scheduling.fairsharing import gates
-from kueued.scheduling.fairsharing.admission import local_queue_usage_for
 from kueued.scheduling.fairsharing.ordering import TargetOrdering, almost_lcas, cluster_queues_under
 from kueued.scheduling.fairsharing.share import DRS, Shares, compare
 from kueued.scheduling.flavors import Assignment, Mode
 from kueued.scheduling.preemption.classical import oracle_mode
 from kueued.scheduling.preemption.minimal import fill_back, restore, workload_fits
-from kueued.scheduling.preemption.ordering import candidate_order_key, compare_candidates
+from kueued.scheduling.preemption.ordering import LocalQueueUsage, candidate_order_key, compare_candidates
 from kueued.scheduling.preemption.policy import NEVER, satisfies_preemption_policy
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
@@ -86,7 +85,8 @@ class _Search:
     """One target search: the snapshot is mutated while it runs and restored by the caller."""
 
     def __init__(self, snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
-                 usage: Mapping[FR, int], frs: set[FR], settings: Settings | None) -> None:
+                 usage: Mapping[FR, int], frs: set[FR], settings: Settings | None,
+                 lq_usage: LocalQueueUsage | None) -> None:
         self.snapshot = snapshot
         self.cq = cq
         self.wl = wl
@@ -94,7 +94,7 @@ class _Search:
         self.frs = frs
         self.settings = settings
         self.shares = Shares(snapshot)
-        self.lq_usage = local_queue_usage_for(settings)
+        self.lq_usage = lq_usage
         self.compare: Callable[[WorkloadInfo, WorkloadInfo], int] = (
             lambda a, b: compare_candidates(a, b, cq.name, self.lq_usage))
 
@@ -234,30 +234,38 @@ class _Search:
 
 def fair_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, usage: Mapping[FR, int],
                  frs: set[FR], *, settings: Settings | None = None,
-                 strategies: list[str] | None = None) -> list[Target]:
-    """The victims that let ``wl`` (with ``usage``) into ``cq`` under fair sharing; [] if none do."""
+                 strategies: list[str] | None = None, lq_usage: LocalQueueUsage | None = None) -> list[Target]:
+    """The victims that let ``wl`` (with ``usage``) into ``cq`` under fair sharing; [] if none do.
+
+    ``lq_usage`` is admission fair sharing's LocalQueue usage
+    (:meth:`~kueued.scheduling.fairsharing.admission.AdmissionFairSharing.local_queue_usage`):
+    within one ClusterQueue, candidates of busier LocalQueues go first.
+    """
     names = strategies or (settings.preemption_strategies if settings is not None else None) \
         or ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
     funcs = [STRATEGIES[n] for n in names if n in STRATEGIES]
     if not funcs or not frs:
         return []
-    return _Search(snapshot, cq, wl, usage, frs, settings).run(funcs)
+    return _Search(snapshot, cq, wl, usage, frs, settings, lq_usage).run(funcs)
 
 
 class FairPreemptor:
     """The cycle's :class:`~kueued.scheduling.cycle.Preemptor` when fair sharing is on."""
 
-    def __init__(self, snapshot: Snapshot, *, settings: Settings | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, *, settings: Settings | None = None,
+                 lq_usage: LocalQueueUsage | None = None) -> None:
         self.snapshot = snapshot
         self.settings = settings
+        self.lq_usage = lq_usage
         if settings is not None:
             gates.remember_settings(snapshot, settings)
 
     def oracle(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, value: int) -> tuple[Mode, int]:
         """Kueue's ``SimulatePreemption``: the mode and the borrowing level after the victims go."""
-        targets = fair_targets(self.snapshot, cq, wl, {fr: value}, {fr}, settings=self.settings)
+        targets = fair_targets(self.snapshot, cq, wl, {fr: value}, {fr}, settings=self.settings,
+                               lq_usage=self.lq_usage)
         return oracle_mode(self.snapshot, cq, fr, value, targets)
 
     def get_targets(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment) -> list[Target]:
         return fair_targets(self.snapshot, cq, wl, assignment.usage, assignment.frs_needing_preemption(),
-                            settings=self.settings)
+                            settings=self.settings, lq_usage=self.lq_usage)
