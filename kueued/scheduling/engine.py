@@ -54,11 +54,13 @@ class Engine:
         self.cycles = 0
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
+        self._stale_trees: dict[int, QuotaNode] = {}  # roots whose parked workloads go back (heads())
         self.afs = AdmissionFairSharing(world, clock=self.now)
 
     # --- keeping up with the world ------------------------------------------------------------
     def rebuild(self) -> None:
         self.state = forest_of(self.world)
+        self._stale_trees.clear()  # every parked workload goes back below
         for name, cq in self.state.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
             q = self.queues.get(name)
@@ -117,6 +119,7 @@ class Engine:
 
     # --- cycles ------------------------------------------------------------------------------
     def heads(self) -> list[tuple[WorkloadInfo, str]]:
+        self._flush_requeues()
         out = []
         for name, q in self.queues.items():
             cq = self.state.cluster_queues[name]
@@ -213,12 +216,20 @@ class Engine:
         return self.clock() if self.clock is not None else 4_000_000_000.0 + self.cycles
 
     def _requeue_tree(self, cq_name: str) -> None:
-        root: QuotaNode = self.state.cluster_queues[cq_name].node.root()
-        stack = [root]
+        """The parked workloads of this tree go back to their heaps before the next heads are
+        popped (:meth:`_flush_requeues`): once per tree however many of its workloads finished."""
+        root = self.state.cluster_queues[cq_name].node.root()
+        self._stale_trees[id(root)] = root
+
+    def _flush_requeues(self) -> None:
+        stack: list[QuotaNode] = list(self._stale_trees.values())
+        self._stale_trees.clear()
         while stack:
             node = stack.pop()
             if not node.is_cohort:
-                self.queues[node.name].requeue_inadmissible()
+                q = self.queues.get(node.name)
+                if q is not None:
+                    q.requeue_inadmissible()
             stack.extend(node.children)
 
     def fingerprint(self) -> tuple:
