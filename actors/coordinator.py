@@ -92,7 +92,8 @@ class Coordinator:
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
-        self._requeue: set[str] = set()  # queues whose parked workloads go back before they next pop
+        self._stale_trees: dict[int, Any] = {}  # roots whose parked workloads go back before the next pop
+        self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
         self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
         self.afs = AdmissionFairSharing(world, clock=self.now)
@@ -232,19 +233,25 @@ class Coordinator:
         the request rides on the next ``Nominate`` (one message per queue however many
         workloads finished), or is told by :meth:`_flush_requeues`."""
         root = self.forest.cluster_queues[cq_name].node.root()
-        stack = [root]
+        self._stale_trees[id(root)] = root
+
+    def _take_requeues(self) -> set[str]:
+        """The queues of every tree marked by :meth:`_requeue_tree` since the last call."""
+        names: set[str] = set()
+        stack = list(self._stale_trees.values())
+        self._stale_trees.clear()
         while stack:
             node = stack.pop()
             if not node.is_cohort:
-                self._requeue.add(node.name)
+                names.add(node.name)
             stack.extend(node.children)
+        return names
 
     def _flush_requeues(self) -> None:
-        for name in self._requeue:
+        for name in self._take_requeues():
             actor = self.cluster_queues.get(name)
             if actor is not None:
                 actor.tell(RequeueParked())
-        self._requeue.clear()
 
     # --- rounds ------------------------------------------------------------------------------
     async def assemble(self) -> Snapshot:
@@ -303,8 +310,10 @@ class Coordinator:
         cqs = self.forest.cluster_queues
         # Every ClusterQueue is asked at once, then the answers are read in order: one
         # trip through the event loop per round instead of one per ClusterQueue.
-        requeue, self._requeue = self._requeue, set()
-        asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]) if fold else None, FOLD_LIMIT,
+        requeue = self._take_requeues()
+        limits = self._fold_limit
+        asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]) if fold else None,
+                                            limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT),
                                             name in requeue)))
                  for name, actor in self.cluster_queues.items()]
         nominations: list[tuple[str, Nomination]] = []
@@ -397,21 +406,31 @@ class Coordinator:
             live = 0 if not n.looked_ahead else len(n.parked) if n.head is not None else None
             if live is not None:
                 dead[root] = min(dead.get(root, live), live)
+        # A tree looks ahead next round about as far as its rounds were dead this one (at
+        # least a few heads, so a tree that turns dead is seen): a queue that parks far past
+        # its tree's dead rounds only has to unpark again.
+        for root, rounds in dead.items():
+            self._fold_limit[root] = min(FOLD_LIMIT, 4 * rounds + 8)
         heads: list[tuple[WorkloadInfo, str]] = []
         parked_any = False
+        unparking = []
         for name, n in nominations:
-            keep = dead.get(self.verdicts.root_of(name) or name)
+            root = self.verdicts.root_of(name) or name
+            keep = dead.get(root)
+            if keep is None:
+                self._fold_limit.pop(root, None)  # every queue of the tree ran dry: look far again
             head = n.head
             if keep is not None and keep < len(n.parked):
-                head = await self.cluster_queues[name].ask(Unpark(keep))
+                unparking.append((len(heads), name, self.cluster_queues[name].post(Unpark(keep))))
             kept = n.parked if keep is None else n.parked[:keep]
             for wl, verdict in kept:
                 self.reasons[wl.key] = verdict.message
                 wl.preempting = False
             parked_any = parked_any or bool(kept)
-            if head is not None:
-                heads.append((head, name))
-        return heads, parked_any
+            heads.append((head, name))
+        for i, name, reply in unparking:
+            heads[i] = (await reply.result(self.cluster_queues[name].ask_timeout), name)
+        return [(wl, name) for wl, name in heads if wl is not None], parked_any
 
     async def run_to_quiescence(self, *, max_rounds: int = 100_000) -> int:
         start = self.rounds

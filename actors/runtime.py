@@ -39,25 +39,32 @@ class ActorStopped(RuntimeError):
 
 
 class Reply:
-    """The one answer to an ask: set once by the actor, awaited by the asker."""
+    """The one answer to an ask: set once by the actor, awaited by the asker.
 
-    __slots__ = ("actor", "event", "ok", "value")
+    The ``anyio.Event`` is made only when the asker has to wait: a reply read after the
+    actor answered (the later replies of a round) costs no event and no timer.
+    """
+
+    __slots__ = ("actor", "_event", "done", "ok", "value")
 
     def __init__(self, actor: str) -> None:
         self.actor = actor
-        self.event = anyio.Event()
+        self._event: anyio.Event | None = None
+        self.done = False
         self.ok = False
         self.value: Any = None
 
     def settle(self, ok: bool, value: Any) -> None:
-        if not self.event.is_set():
-            self.ok, self.value = ok, value
-            self.event.set()
+        if not self.done:
+            self.done, self.ok, self.value = True, ok, value
+            if self._event is not None:
+                self._event.set()
 
     async def result(self, timeout: float = math.inf) -> Any:
-        if not self.event.is_set():  # an answer already there needs no timer (a round's later replies)
+        if not self.done:
+            self._event = anyio.Event()  # no await since the check: settle sees it
             with anyio.fail_after(timeout):
-                await self.event.wait()
+                await self._event.wait()
         if not self.ok:
             raise self.value
         return self.value
