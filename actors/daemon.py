@@ -72,6 +72,7 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
     source = ManifestDirectory(manifests)
     async with anyio.create_task_group() as tg:
         coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
+        coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
         elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
                                      delay=world.settings.delay_evict_time)
         await coord.sync_topology(tg)

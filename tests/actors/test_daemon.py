@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
@@ -51,6 +52,26 @@ def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
     assert sample("kueued_admitted_active_workloads", {"cluster_queue": "cq"}) == 1
     assert sample("kueued_cluster_queue_resource_usage",
                   {"cluster_queue": "cq", "flavor": "default", "resource": "cpu"}) == 2.0
+
+
+def test_daemon_stamps_admissions_with_the_wall_clock(tmp_path: Path) -> None:
+    _write(tmp_path / "all.yaml", [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="2")),
+                                   local_queue("lq", "ns", "cq"), workload("a", "ns", "lq", cpu="1")])
+    stamps: list[float] = []
+
+    def settled(coord) -> None:
+        stamps.append(coord.world.workloads["ns/a"].reserved_at)
+        scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(tmp_path, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
+
+    scope: anyio.CancelScope
+    before = time.time()
+    anyio.run(main)
+    assert before <= stamps[0] <= time.time()
 
 
 def test_sd_notify_is_a_no_op_outside_systemd(monkeypatch) -> None:
