@@ -45,6 +45,7 @@ class ClusterQueueActor(NodeActor):
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
         self.active = True
+        self.version = 0  # moves whenever ``admitted`` does (Nominate sends the set only then)
         self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None] = ([], None)  # last fold-ahead
 
     def sample(self) -> QueueSample:
@@ -54,10 +55,12 @@ class ClusterQueueActor(NodeActor):
 
     async def handle(self, msg: Any) -> Any:
         match msg:
-            case Nominate(known=known, limit=limit, requeue_parked=requeue_parked):
+            case Nominate(known=known, limit=limit, requeue_parked=requeue_parked, seen=seen):
                 if requeue_parked:
                     self.queue.requeue_inadmissible()
-                report = NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
+                # the admitted set travels only when it changed since the version the coordinator holds
+                report = NodeReport(self.name, dict(self.node.usage),
+                                    tuple(self.admitted.values()) if seen != self.version else None, self.version)
                 if not self.active:
                     return Nomination(None, report)
                 if known is None or not self.queue.can_look_ahead():
@@ -86,9 +89,11 @@ class ClusterQueueActor(NodeActor):
                 if isinstance(answer, Granted):
                     wl.admit(self.name, dict(usage), flavors, at=at)
                     self.admitted[wl.key] = wl
+                    self.version += 1
                 return answer
             case Revert(key=key):
                 wl = self.admitted.pop(key)
+                self.version += 1
                 await self.release(key, wl.usage)
                 wl.release()
                 self.queue.push(wl)
@@ -97,6 +102,7 @@ class ClusterQueueActor(NodeActor):
                 wl = self.admitted.pop(key, None)
                 if wl is None:
                     return False
+                self.version += 1
                 await self.release(key, wl.usage)
                 wl.release()
                 wl.evictions += 1
@@ -106,15 +112,17 @@ class ClusterQueueActor(NodeActor):
                 wl = self.admitted.pop(key, None)
                 if wl is None:
                     return self.queue.remove(key) is not None
+                self.version += 1
                 await self.release(key, wl.usage)
                 return True
             case Adopt(workload=wl):
                 if wl.key in self.admitted:
                     return None
                 self.admitted[wl.key] = wl
+                self.version += 1
                 return await self.reserve(wl.key, wl.usage, force=True)
             case Report():
-                return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
+                return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()), self.version)
             case Recharge():
                 total: dict[tuple[str, str], int] = {}
                 for wl in self.admitted.values():

@@ -92,6 +92,7 @@ class Coordinator:
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
+        self._admitted: dict[str, tuple[int, dict[str, WorkloadInfo]]] = {}  # queue -> (version, admitted)
         self._stale_trees: dict[int, Any] = {}  # roots whose parked workloads go back before the next pop
         self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
@@ -132,6 +133,7 @@ class Coordinator:
             actor.tell(RequeueParked())  # a quota or tree change may let parked workloads in
         self.verdicts.forget(self.forest, self.world.settings)
         self._cohort_usage.clear()
+        self._admitted.clear()  # actors may be new: their versions start again
         await self.route_all()
 
     def _actor(self, name: str, is_cohort: bool) -> NodeActor:
@@ -264,11 +266,15 @@ class Coordinator:
         await self._fill_cohorts(snap)
         return snap
 
-    @staticmethod
-    def _fill(snap: Snapshot, rep: NodeReport) -> None:
+    def _fill(self, snap: Snapshot, rep: NodeReport) -> None:
         cq = snap.cluster_queues[rep.name]
         cq.node.usage = rep.usage
-        cq.workloads = {wl.key: wl for wl in rep.admitted}
+        if rep.admitted is None:  # unchanged: the set held since that version (a copy: cycles mutate theirs)
+            cq.workloads = dict(self._admitted[rep.name][1])
+            return
+        workloads = {wl.key: wl for wl in rep.admitted}
+        self._admitted[rep.name] = (rep.version, workloads)
+        cq.workloads = dict(workloads)
 
     def _changed(self, cluster_queue: str | None) -> None:
         """A balance below ``cluster_queue``'s ancestors moved (an admission, eviction, release):
@@ -312,9 +318,10 @@ class Coordinator:
         # trip through the event loop per round instead of one per ClusterQueue.
         requeue = self._take_requeues()
         limits = self._fold_limit
+        held = self._admitted
         asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]) if fold else None,
                                             limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT),
-                                            name in requeue)))
+                                            name in requeue, held[name][0] if name in held else -1)))
                  for name, actor in self.cluster_queues.items()]
         nominations: list[tuple[str, Nomination]] = []
         for name, reply in asked:

@@ -54,7 +54,8 @@ class Report(Msg):
 class NodeReport(Msg):
     name: str
     usage: FRAmounts
-    admitted: tuple[Any, ...] = ()
+    admitted: tuple[Any, ...] | None = ()  # None: unchanged since the version the asker holds
+    version: int = -1
 
 
 class Configure(Msg):
@@ -85,6 +86,7 @@ class Nominate(Msg):
     known: Any = None
     limit: int = 0
     requeue_parked: bool = False  # first move every parked workload back (RequeueParked, folded in)
+    seen: int = -1                # the version of the admitted set the coordinator holds
 
 
 class Nomination(Msg):

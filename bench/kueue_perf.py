@@ -65,8 +65,10 @@ def table(config: str, rows: list[tuple[str, object]]) -> Table:
 
 
 def main() -> None:
+    from kueued.gc_tuning import tune
     from kueued.logging import configure
     configure(level="WARNING")  # the engines log every decision at INFO
+    tune()  # as the CLI does
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", choices=[*KUEUE, "all"], default="baseline")
     ap.add_argument("--engine", choices=["actors", "sync", "both"], default="both")

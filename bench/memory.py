@@ -28,7 +28,9 @@ import json, resource, sys, time
 sys.path[:0] = [{root!r}, {bench!r}]
 from generate_tree import generate
 from kueued.logging import configure
+from kueued.gc_tuning import tune
 configure(level='WARNING')
+tune()  # as the CLI does
 from kueued.world import World
 from kueued.scheduling.run import make_iterate, make_preemptor
 mode, n_cq, n_wl, schedule = {mode!r}, {n_cq}, {n_wl}, {schedule}

@@ -34,8 +34,10 @@ from kueued.timeline import trace_from  # noqa: E402
 
 
 def main() -> None:
+    from kueued.gc_tuning import tune
     from kueued.logging import configure
     configure(level="WARNING")  # the engines log every decision at INFO
+    tune()  # as the CLI does
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cluster-queues", type=int, default=100)
     ap.add_argument("--workloads", type=int, default=5_000)

@@ -64,8 +64,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from kueued.gc_tuning import tune
     from kueued.logging import configure
     configure(level=args.log_level, json=args.log_format == "json")
+    tune()
     try:
         if args.command == "simulate":
             return _simulate(args)
