@@ -5,22 +5,29 @@ ClusterQueue, flavor or the Configuration changes: actors are started or stopped
 is told its limits, subtree quota and parent actor, and ClusterQueues re-charge their
 admitted usage up the tree) and the round clock.  A round:
 
-1. ``Nominate`` to every ClusterQueue actor: it pops its head (if active) and reports
-   its balance and admissions in the same reply; ``Report`` from every Cohort actor:
-   the cycle-start snapshot is assembled from the balances the actors own (Kueue's
-   snapshot, built from its owners);
-3. the pure :func:`run_cycle` decides;
-4. evictions go first (API port, then ``Evict`` to the victim's ClusterQueue actor,
-   which releases the quota up the tree and requeues it; parked workloads of that tree
-   are requeued); then admissions (``Admit`` reserves up the tree; a grant is committed
-   through the port, a failed commit is ``Revert``-ed; a denial requeues);
+1. the finishes posted since the last round are collected (their releases ran
+   concurrently); ``Nominate`` goes to every ClusterQueue actor at once: it first
+   requeues its parked workloads if its tree was marked, pops its head (if active) and
+   reports its balance, and its admitted set only if that changed; ``Report`` only from
+   the Cohort actors below which something changed.  The cycle-start snapshot is
+   assembled from the balances the actors own (Kueue's snapshot, built from its owners);
+2. under a clock, each tree's dead rounds are folded (:meth:`Coordinator._fold`,
+   :mod:`kueued.scheduling.verdicts`): queues parked the heads the verdicts answer
+   ahead, and keep as many parks as the whole tree's rounds were dead;
+3. the pure :func:`run_cycle` decides (answering remembered failures from the verdicts);
+4. evictions go first (API port, then ``Evict`` to the victims' ClusterQueue actors,
+   which release the quota up the tree and requeue them; parked workloads of those
+   trees go back before their next pop); then admissions (``Admit`` reserves up the
+   tree; a grant is committed through the port, a failed commit is ``Revert``-ed; a
+   denial requeues); each batch is asked at once and read in order;
    then every other head is ``Requeue``-d by its queue's rules (told, not asked: the
    next message to that actor is the next round's ``Nominate``, which the mailbox
    orders after it).
 
 A round that admits, evicts and parks nothing leaves every queue as it was, so the
-next would repeat it: that is quiescence, and since every message of a round is an
-awaited ``ask``, nothing is in flight when it is detected.
+next would repeat it: that is quiescence.  Everything a round starts is an ask it
+awaits or a tell ahead of the next ask to the same actor, so nothing is in flight when
+it is detected.
 """
 
 from __future__ import annotations
