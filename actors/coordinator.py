@@ -100,6 +100,9 @@ class Coordinator:
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
         self._admitted: dict[str, tuple[int, dict[str, WorkloadInfo]]] = {}  # queue -> (version, admitted)
+        # Queues that had nothing to pop, with the balance they reported then: not asked again
+        # until a message that can change them is sent (every such message is the coordinator's).
+        self._idle: dict[str, dict] = {}
         self._stale_trees: dict[int, Any] = {}  # roots whose parked workloads go back before the next pop
         self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
@@ -141,12 +144,14 @@ class Coordinator:
         self.verdicts.forget(self.forest, self.world.settings)
         self._cohort_usage.clear()
         self._admitted.clear()  # actors may be new: their versions start again
+        self._idle.clear()
         await self.route_all()
 
     def _actor(self, name: str, is_cohort: bool) -> NodeActor:
         return self.cohorts[name] if is_cohort else self.cluster_queues[name]
 
     async def route_all(self) -> None:
+        self._idle.clear()  # any queue may be given workloads below
         self.unrouted.clear()
         queued = {wl.key for a in self.cluster_queues.values() for wl in a.queue.pending()}
         for wl in self.world.workloads.values():
@@ -193,12 +198,14 @@ class Coordinator:
 
     async def _drop(self, wl: WorkloadInfo) -> None:
         """Take a workload's old version out of its queue or, if admitted, release its quota."""
+        self._idle.clear()
         for name, actor in self.cluster_queues.items():
             if await actor.ask(Finish(wl.key)) and wl.admitted:
                 self._changed(name)
                 self._requeue_tree(name)
 
     async def _reroute_pending(self) -> None:
+        self._idle.clear()
         self.verdicts.forget(self.forest, self.world.settings)  # namespaces or LocalQueues changed
         for wl in self.world.workloads.values():
             if not wl.admitted:
@@ -214,6 +221,7 @@ class Coordinator:
         if cq is None or cq not in self.cluster_queues:
             self.unrouted[key] = why or f"ClusterQueue {cq} doesn't exist"
             return
+        self._idle.pop(cq, None)
         self.cluster_queues[cq].tell(Enqueue(wl))  # ahead of the next Nominate in its mailbox
 
     async def finish(self, key: str) -> None:
@@ -228,6 +236,7 @@ class Coordinator:
         if actor is not None:
             # answered before the next round reads a balance (_settle_finishes): the
             # finishes of one instant release their quota concurrently
+            self._idle.pop(name, None)  # type: ignore[arg-type]
             self._finishing.append((name, wl.admitted, actor.post(Finish(key))))  # type: ignore[arg-type]
 
     async def _settle_finishes(self) -> None:
@@ -258,6 +267,7 @@ class Coordinator:
 
     def _flush_requeues(self) -> None:
         for name in self._take_requeues():
+            self._idle.pop(name, None)
             actor = self.cluster_queues.get(name)
             if actor is not None:
                 actor.tell(RequeueParked())
@@ -325,15 +335,23 @@ class Coordinator:
         # trip through the event loop per round instead of one per ClusterQueue.
         requeue = self._take_requeues()
         limits = self._fold_limit
-        held = self._admitted
+        held, idle = self._admitted, self._idle
+        for name in requeue:
+            idle.pop(name, None)
         asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]) if fold else None,
                                             limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT),
                                             name in requeue, held[name][0] if name in held else -1)))
-                 for name, actor in self.cluster_queues.items()]
+                 for name, actor in self.cluster_queues.items() if name not in idle]
+        for name, usage in idle.items():  # nothing to pop and nothing changed since: as it answered then
+            cq = snap.cluster_queues[name]
+            cq.node.usage = dict(usage)
+            cq.workloads = dict(held[name][1])
         nominations: list[tuple[str, Nomination]] = []
         for name, reply in asked:
             nomination: Nomination = await reply.result(self.cluster_queues[name].ask_timeout)
             self._fill(snap, nomination.report)
+            if nomination.head is None and not nomination.parked:
+                idle[name] = dict(nomination.report.usage)  # before the cycle charges the snapshot's
             nominations.append((name, nomination))
         await self._fill_cohorts(snap)
         heads, parked = await self._fold(nominations) if fold else (
@@ -352,6 +370,7 @@ class Coordinator:
             if not await self.port.evict(victim.key, cluster_queue=cq_name, reason=target.reason,
                                          message=message):
                 continue
+            self._idle.pop(cq_name, None)
             evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(victim.key))))
         # Every release is asked at once and read in order; then every reservation.  The
         # cycle checked that its admissions fit together once its victims are gone, and a
