@@ -63,6 +63,35 @@ def test_verdicts_and_folding_decide_as_full_nomination_does(config: tuple, work
     assert _decisions(actors) == _decisions(plain)
 
 
+def nested(strategy: str, within: str, reclaim: str, borrow: str) -> list[dict[str, Any]]:
+    """Cohorts two levels deep with quota, borrowing and lending limits at every level."""
+    preemption = {"withinClusterQueue": within, "reclaimWithinCohort": reclaim,
+                  "borrowWithinCohort": {"policy": borrow}}
+    return [namespace("ns"), flavor("default"),
+            cohort("root", quotas("default", cpu="2")),
+            cohort("left", quotas("default", cpu=("1", "3", "1")), parent="root"),
+            cohort("right", parent="root"),
+            cluster_queue("a", quotas("default", cpu=("2", "2")), cohort="left", preemption=preemption,
+                          strategy=strategy),
+            cluster_queue("b", quotas("default", cpu=("2", None, "1")), cohort="left",
+                          preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}),
+            cluster_queue("c", quotas("default", cpu="3"), cohort="right", preemption=preemption),
+            cluster_queue("solo", quotas("default", cpu="1"), cohort="right"),
+            *(local_queue(f"lq-{q}", "ns", q) for q in ("a", "b", "c", "solo"))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(_config, st.lists(_wl, min_size=1, max_size=20))
+def test_verdicts_and_folding_decide_as_full_nomination_does_in_a_nested_tree(config: tuple,
+                                                                               workloads: list[tuple]) -> None:
+    manifests = nested(*config) + [timed(f"w{i}", *w) for i, w in enumerate(workloads)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Verdicts, "recall", lambda self, cq, wl: None)
+        plain = simulate_timed(manifests)
+    assert _decisions(simulate_timed(manifests)) == _decisions(plain)
+    assert _decisions(simulate_timed(manifests, runner=run_actors_timed, engine="actors")) == _decisions(plain)
+
+
 def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -> None:
     """Ten identical heads that cannot fit: one full nomination, nine recalled, one cycle."""
     world = World()
