@@ -671,3 +671,14 @@ def test_scenario_rejections(path: Path) -> None:
     expected = {r for r in (scenario.get("expect") or {}).get("rejected") or [] if r.split("/")[0] in OURS}
     refused = replay(scenario.get("objects") or [])
     assert set(refused) == expected, {k: [str(e) for e in v] for k, v in refused.items()}
+
+
+def test_a_remembered_pod_template_gives_each_workload_its_own_paths() -> None:
+    """Templates are checked once per content and path; the errors stay per pod set."""
+    bad = container(limits={"memory": "-1Gi"})
+    one = workload(pod_sets=[pod_set(containers=[bad])])
+    two = workload(pod_sets=[pod_set(name="a", containers=[container()]), pod_set(name="b", containers=[bad])])
+    first, again = validate_object(one), validate_object(copy.deepcopy(one))
+    assert first == again and first
+    paths = [e.path for e in validate_object(two)]
+    assert paths and all(p.startswith("spec.podSets[1].template") for p in paths)
