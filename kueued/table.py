@@ -11,6 +11,8 @@ is not a terminal.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.console import Console
 from rich.table import Table
 
@@ -59,8 +61,9 @@ def render(report: Report, console: Console | None = None) -> None:
         for key, why in report.rejected.items():
             rj.add_row(key, why)
         console.print(rj)
-    admitted = sum(1 for r in report.workloads.values() if r.state == "admitted")
-    console.print(f"{admitted} admitted, {len(report.workloads) - admitted} pending, "
+    states = Counter(r.state for r in report.workloads.values())
+    finished = f"{states['finished']} finished, " if states["finished"] else ""
+    console.print(f"{states['admitted']} admitted, {states['pending']} pending, {finished}"
                   f"{len(report.evictions)} evictions, {len(report.rejected)} rejected, "
                   f"quiescent after {report.cycles} cycles")
 

@@ -42,6 +42,15 @@ def test_simulate_table_on_the_example(capsys) -> None:
     assert "Workloads" in out and "admitted" in out and "typo-queue" in out
 
 
+def test_the_table_footer_counts_finished_workloads_apart(tmp_path, capsys) -> None:
+    timed = workload("done", "ns", "lq", cpu="1")
+    timed["metadata"]["annotations"] = {"kueued.io/runtime": "1"}
+    path = _write(tmp_path, [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="1")),
+                             local_queue("lq", "ns", "cq"), timed, workload("big", "ns", "lq", cpu="2")])
+    assert main(["simulate", str(path), "--output", "table"]) == 0
+    assert "0 admitted, 1 pending, 1 finished," in capsys.readouterr().out
+
+
 def test_validate_exit_code_names_the_field(tmp_path, capsys) -> None:
     path = _write(tmp_path, [cluster_queue("cq", quotas("default", cpu="-1"))])
     assert main(["validate", str(path)]) == 1
