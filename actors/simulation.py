@@ -15,7 +15,7 @@ its runtime is recycled only once ``Settings.delay_evict_time`` has passed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -37,30 +37,14 @@ def run_actors(world: World) -> Report:
         kueue = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
         inputs = elastic_inputs(world)
         elastic = ElasticCoordinator(prepare(*inputs), port) if inputs is not None else None
-        outcome = None
-        async with anyio.create_task_group() as tg:
-            try:
-                await kueue.sync_topology(tg)
+
+        async def settle() -> None:
+            async with anyio.create_task_group() as rounds:
+                rounds.start_soon(kueue.run_to_quiescence)
                 if elastic is not None:
-                    await elastic.start(tg)
-                async with anyio.create_task_group() as rounds:
-                    rounds.start_soon(kueue.run_to_quiescence)
-                    if elastic is not None:
-                        rounds.start_soon(elastic.run_to_quiescence)
-                kueue.final = await kueue.assemble()
-                if elastic is not None:
-                    outcome = await elastic.outcome()
-            finally:
-                kueue.stop()
-                if elastic is not None:
-                    elastic.stop()
-        return kueue, outcome
-    coord, outcome = anyio.run(main)
-    report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
-                         cycles=coord.rounds, snapshot=coord.final)
-    if outcome is not None:
-        merge_outcome(report, outcome)
-    return report
+                    rounds.start_soon(elastic.run_to_quiescence)
+        return kueue, await _run(kueue, elastic, settle)
+    return _report(world, *anyio.run(main))
 
 
 def run_actors_timed(world: World, timeline: Any, *, real: bool = False,
@@ -78,22 +62,29 @@ def run_actors_timed(world: World, timeline: Any, *, real: bool = False,
             elastic = ElasticCoordinator(prepare(*inputs), port, clock=timeline.clock,
                                          delay=round(world.settings.delay_evict_time * US))
             driver = ElasticDriver(driver, elastic)
-        outcome = None
-        async with anyio.create_task_group() as tg:
-            try:
-                await coord.sync_topology(tg)
-                if elastic is not None:
-                    await elastic.start(tg)
-                await play(driver, real=real, progress=progress)
-                coord.final = await coord.assemble()
-                if elastic is not None:
-                    outcome = await elastic.outcome()
-            finally:
-                coord.stop()
-                if elastic is not None:
-                    elastic.stop()
-        return coord, outcome
-    coord, outcome = anyio.run(main)
+        return coord, await _run(coord, elastic, lambda: play(driver, real=real, progress=progress))
+    return _report(world, *anyio.run(main))
+
+
+async def _run(kueue: Coordinator, elastic: ElasticCoordinator | None,
+               body: Callable[[], Awaitable[None]]) -> ElasticOutcome | None:
+    """Start both coordinators' actors in one task group, run ``body``, take the final state,
+    stop every actor (structured concurrency: nothing outlives the run)."""
+    async with anyio.create_task_group() as tg:
+        try:
+            await kueue.sync_topology(tg)
+            if elastic is not None:
+                await elastic.start(tg)
+            await body()
+            kueue.final = await kueue.assemble()
+            return await elastic.outcome() if elastic is not None else None
+        finally:
+            kueue.stop()
+            if elastic is not None:
+                elastic.stop()
+
+
+def _report(world: World, coord: Coordinator, outcome: ElasticOutcome | None) -> Report:
     report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
                          cycles=coord.rounds, snapshot=coord.final)
     if outcome is not None:
