@@ -87,15 +87,13 @@ class Engine:
             if wl.cluster_queue in self.state.cluster_queues:
                 self.state.add_workload(wl)
             return
-        cq, why = self.world.route(wl)
-        if cq is None or cq not in self.queues:
-            self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
-            return
-        self.queues[cq].push(wl)
+        self._enqueue(wl)
 
     def arrive(self, key: str) -> None:
         """A workload new to the World (already applied) joins its queue; no rebuild."""
-        wl = self.world.workloads[key]
+        self._enqueue(self.world.workloads[key])
+
+    def _enqueue(self, wl: WorkloadInfo) -> None:
         cq, why = self.world.route(wl)
         if cq is None or cq not in self.queues:
             self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
