@@ -148,11 +148,8 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
         _process(snapshot, e, victims, preemptor, result)
     for e in result.entries:  # settle: only a head that issued evictions this cycle keeps waiting
         e.wl.preempting = e.status == "preempting"
-    for e, v in learnt:
-        if e.status == "pending":
-            v.message, v.reason = e.message, e.reason
-        else:  # pragma: no cover - a target-less failure is never admitted; kept for safety
-            verdicts.drop(snapshot.cluster_queues[e.cq], e.wl)  # type: ignore[union-attr]
+    for e, v in learnt:  # a failure without targets stays pending: processing only adds to its message
+        v.message, v.reason = e.message, e.reason
     return result
 
 

@@ -148,9 +148,6 @@ class Verdicts:
             return v if v is not None and v.reason else None
         return known
 
-    def drop(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> None:
-        self._kept.pop(self._key(cq, wl), None)
-
     def dead(self, heads: Iterable[tuple[WorkloadInfo, str]], cluster_queues: dict[str, ClusterQueueSnapshot]
              ) -> dict[str, list[tuple[WorkloadInfo, str, Verdict]]]:
         """The trees whose every head has a complete verdict, with the verdicts."""
