@@ -62,3 +62,16 @@ def test_unreadable_file_is_a_clear_error(tmp_path, capsys) -> None:
     path.write_text("kind: [unclosed")
     assert main(["simulate", str(path)]) == 2
     assert "broken.yaml" in capsys.readouterr().err
+
+
+def test_the_cli_sets_the_collector_thresholds_for_a_large_heap(tmp_path, capsys) -> None:
+    import gc
+
+    from kueued.gc_tuning import THRESHOLDS
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        main(["validate", str(_write(tmp_path, [namespace("ns")]))])
+        assert gc.get_threshold() == THRESHOLDS
+    finally:
+        gc.set_threshold(*before)
