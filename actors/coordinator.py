@@ -20,9 +20,9 @@ admitted usage up the tree) and the round clock.  A round:
    trees go back before their next pop); then admissions (``Admit`` reserves up the
    tree; a grant is committed through the port, a failed commit is ``Revert``-ed; a
    denial requeues); each batch is asked at once and read in order;
-   then every other head is ``Requeue``-d by its queue's rules (told, not asked: the
-   next message to that actor is the next round's ``Nominate``, which the mailbox
-   orders after it).
+   then every other head is ``Requeue``-d by its queue's rules (deferred, not asked:
+   it rides on the next message to that actor, usually the next round's ``Nominate``,
+   and is handled before it).
 
 A round that admits, evicts and parks nothing leaves every queue as it was, so the
 next would repeat it: that is quiescence.  Everything a round starts is an ask it
@@ -111,6 +111,8 @@ class Coordinator:
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
+        for actor in self.cluster_queues.values():
+            await actor.drain()  # their queues are read directly below
         self.forest = forest_of(self.world)
         for name, cq in self.forest.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
@@ -153,6 +155,9 @@ class Coordinator:
     async def route_all(self) -> None:
         self._idle.clear()  # any queue may be given workloads below
         self.unrouted.clear()
+        for actor in self.cluster_queues.values():
+            if actor.deferring:
+                await actor.drain()  # a deferred requeue must be back in its queue, read below
         queued = {wl.key for a in self.cluster_queues.values() for wl in a.queue.pending()}
         for wl in self.world.workloads.values():
             if wl.admitted:
@@ -419,7 +424,7 @@ class Coordinator:
             actor = self.cluster_queues[e.cq]
             if actor.queue.parks(e.reason):  # static configuration, safe to read
                 changed = True
-            actor.tell(Requeue(e.wl, e.reason))
+            actor.defer(Requeue(e.wl, e.reason))  # rides on the next message to this queue
         for name in touched:
             self._requeue_tree(name)
         return changed
@@ -434,16 +439,23 @@ class Coordinator:
         that many parks (``Unpark`` undoes the rest) and its head is that round's.
         """
         dead: dict[str, int] = {}  # tree root -> dead rounds
+        heads_of: dict[str, list[tuple[WorkloadInfo, str]]] = {}  # tree root -> its heads
         for name, n in nominations:
             root = self.verdicts.root_of(name) or name
             live = 0 if not n.looked_ahead else len(n.parked) if n.head is not None else None
             if live is not None:
                 dead[root] = min(dead.get(root, live), live)
-        # A tree looks ahead next round about as far as its rounds were dead this one (at
-        # least a few heads, so a tree that turns dead is seen): a queue that parks far past
-        # its tree's dead rounds only has to unpark again.
+            if n.head is not None:
+                heads_of.setdefault(root, []).append((n.head, name))
+        # A tree looks ahead next round about as far as its rounds were dead this one: a
+        # queue that parks far past its tree's dead rounds only has to unpark again.  A tree
+        # with a live round does not look ahead at all (on a busy tree every look-ahead was
+        # undone) until a round in which the verdicts answer every one of its heads.
+        cqs = self.forest.cluster_queues
         for root, rounds in dead.items():
-            self._fold_limit[root] = min(FOLD_LIMIT, 4 * rounds + 8)
+            if rounds == 0 and not self.verdicts.dead(heads_of.get(root, ()), cqs):
+                rounds = -1
+            self._fold_limit[root] = 0 if rounds < 0 else min(FOLD_LIMIT, 4 * rounds + 8)
         heads: list[tuple[WorkloadInfo, str]] = []
         parked_any = False
         unparking = []

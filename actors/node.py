@@ -61,7 +61,7 @@ class NodeActor(Actor):
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) + v
         if charges and self.parent is not None:
-            answer = await self.parent.ask(Reserve(workload, charges) if not force else _Force(workload, charges))
+            answer = await self.parent.post(Reserve(workload, charges) if not force else _Force(workload, charges)).result()
             if isinstance(answer, Denied):
                 for fr, v in amounts.items():
                     self.node.usage[fr] -= v
@@ -89,7 +89,7 @@ class NodeActor(Actor):
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) - v
         if charges and self.parent is not None:
-            await self.parent.ask(Release(workload, charges))
+            await self.parent.post(Release(workload, charges)).result()
 
 
 class _Force(Reserve):

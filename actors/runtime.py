@@ -16,6 +16,12 @@ same with more bookkeeping per message).  ``post`` + ``Reply.result`` split an a
 a coordinator can ask every actor of a round first and then collect the answers in
 order (each actor still handles its messages one at a time, in mailbox order).
 
+``defer`` is a tell without a wake-up of its own: it rides on the next message posted
+to the actor and is handled just before it, where a ``tell`` sent now would be.  The
+coordinator's per-round requeues (one per queue) travel on the next round's ``Nominate``
+instead of waking every queue twice a round.  ``drain`` waits until everything sent or
+deferred so far is handled, for an owner about to read an actor's state directly.
+
 Quiescence needs no sleeping: what the coordinator starts is an ``ask`` it awaits, a
 ``tell`` that sits ahead of its next ask to the same actor, or a posted ask it collects
 before the next round reads a balance, so when a round returns no message is in flight.
@@ -63,19 +69,27 @@ class Reply:
     async def result(self, timeout: float = math.inf) -> Any:
         if not self.done:
             self._event = anyio.Event()  # no await since the check: settle sees it
-            with anyio.fail_after(timeout):
+            if timeout == math.inf:  # no cancel scope: the outermost asker's timeout covers it
                 await self._event.wait()
+            else:
+                with anyio.fail_after(timeout):
+                    await self._event.wait()
         if not self.ok:
             raise self.value
         return self.value
 
 
 class _Envelope:
-    __slots__ = ("msg", "reply")
+    __slots__ = ("msg", "reply", "before")
 
-    def __init__(self, msg: Any, reply: Reply | None) -> None:
+    def __init__(self, msg: Any, reply: Reply | None, before: list[Any] | None = None) -> None:
         self.msg = msg
         self.reply = reply
+        self.before = before  # deferred tells, handled first (Actor.defer)
+
+
+_FLUSH = object()
+"""A message the runtime answers itself: it only carries deferred tells (``Actor.drain``)."""
 
 
 class Stats:
@@ -133,6 +147,7 @@ class Actor:
     def __init__(self, name: str) -> None:
         self.name = name
         self._mailbox = _Mailbox()
+        self._deferred: list[Any] | None = None
         self.handled = 0
 
     # --- the shell ---------------------------------------------------------------------------
@@ -154,6 +169,16 @@ class Actor:
                 env.reply.settle(False, ActorStopped(self.name))
 
     async def _dispatch(self, env: _Envelope) -> None:
+        if env.before is not None:
+            for msg in env.before:  # deferred tells: a failure is the actor's, as a tell's is
+                self.handled += 1
+                result = self.handle(msg)
+                if inspect.isawaitable(result):
+                    await result
+        if env.msg is _FLUSH:
+            if env.reply is not None:
+                env.reply.settle(True, None)
+            return
         self.handled += 1
         try:
             result = self.handle(env.msg)
@@ -174,7 +199,31 @@ class Actor:
     def tell(self, msg: Any) -> None:
         if self._mailbox.closed:
             raise ActorStopped(self.name)
-        self._mailbox.put(_Envelope(msg, None))
+        before, self._deferred = self._deferred, None
+        self._mailbox.put(_Envelope(msg, None, before))
+
+    def defer(self, msg: Any) -> None:
+        """A tell that travels with the next message posted to this actor.
+
+        It is handled before that message, exactly where a ``tell`` now would be, but
+        costs no wake-up of its own: a round's requeues ride on the next round's ask.
+        """
+        if self._mailbox.closed:
+            raise ActorStopped(self.name)
+        if self._deferred is None:
+            self._deferred = [msg]
+        else:
+            self._deferred.append(msg)
+
+    @property
+    def deferring(self) -> bool:
+        """Are tells deferred to this actor still waiting for a message to ride on?"""
+        return self._deferred is not None
+
+    async def drain(self) -> None:
+        """Wait until the actor has handled everything sent or deferred to it so far (before
+        the owner reads its state directly, as a topology change does)."""
+        await self.post(_FLUSH).result(self.ask_timeout)
 
     async def ask(self, msg: Any) -> Any:
         return await self.post(msg).result(self.ask_timeout)
@@ -184,10 +233,13 @@ class Actor:
         if self._mailbox.closed:
             raise ActorStopped(self.name)
         reply = Reply(self.name)
-        self._mailbox.put(_Envelope(msg, reply))
+        before, self._deferred = self._deferred, None
+        self._mailbox.put(_Envelope(msg, reply, before))
         return reply
 
     def stop(self) -> None:
+        if self._deferred is not None and not self._mailbox.closed:
+            self.tell(_FLUSH)  # deferred tells are handled before the mailbox closes
         self._mailbox.close()
 
     def stats(self) -> Stats:

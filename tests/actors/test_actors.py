@@ -39,6 +39,38 @@ def test_ask_replies_and_errors_travel_back_to_the_asker() -> None:
     anyio.run(main)
 
 
+class Log(Actor):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.seen: list[str] = []
+
+    def handle(self, msg):
+        self.seen.append(msg)
+        return list(self.seen)
+
+
+def test_deferred_tells_ride_on_the_next_message_and_are_handled_first() -> None:
+    async def main():
+        actor = Log("log")
+        async with anyio.create_task_group() as tg:
+            await tg.start(actor.run)
+            actor.defer("a")
+            actor.defer("b")
+            await anyio.sleep(0)
+            assert actor.seen == []  # no wake-up of their own
+            assert await actor.ask("c") == ["a", "b", "c"]
+            actor.defer("d")
+            await actor.drain()  # handles what was deferred, answers nothing of its own
+            assert actor.seen == ["a", "b", "c", "d"]
+            actor.defer("e")
+            actor.stop()  # a deferred tell is still handled before the mailbox closes
+        assert actor.seen == ["a", "b", "c", "d", "e"]
+        with pytest.raises(ActorStopped):
+            actor.defer("f")
+
+    anyio.run(main)
+
+
 async def _actor_tree(tg, nodes) -> dict[str, NodeActor]:
     actors: dict[str, NodeActor] = {}
     for name, n in nodes.items():
