@@ -343,10 +343,13 @@ class Coordinator:
         held, idle = self._admitted, self._idle
         for name in requeue:
             idle.pop(name, None)
-        asked = [(name, actor.post(Nominate(self.verdicts.known(cqs[name]) if fold else None,
-                                            limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT),
-                                            name in requeue, held[name][0] if name in held else -1)))
-                 for name, actor in self.cluster_queues.items() if name not in idle]
+        asked = []
+        for name, actor in self.cluster_queues.items():
+            if name in idle:
+                continue
+            limit = limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT) if fold else 0
+            asked.append((name, actor.post(Nominate(self.verdicts.known(cqs[name]) if limit else None, limit,
+                                                    name in requeue, held[name][0] if name in held else -1))))
         for name, usage in idle.items():  # nothing to pop and nothing changed since: as it answered then
             cq = snap.cluster_queues[name]
             cq.node.usage = dict(usage)
