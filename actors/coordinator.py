@@ -107,6 +107,7 @@ class Coordinator:
         self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
         self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
+        self._scratch: tuple[Snapshot, Snapshot] | None = None  # (forest, the rounds' snapshot)
         self.afs = AdmissionFairSharing(world, clock=self.now)
 
     # --- topology ----------------------------------------------------------------------------
@@ -333,7 +334,13 @@ class Coordinator:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
         await self._settle_finishes()
-        snap = self.forest.clone()
+        # The cycle's snapshot: one clone per forest, whose every balance and admitted set is
+        # replaced below (asked, idle, or a Cohort's cached report), so nothing of the last
+        # round's cycle survives in it.
+        if self._scratch is None or self._scratch[0] is not self.forest:
+            self._scratch = (self.forest, self.forest.clone())
+        snap = self._scratch[1]
+        snap.drop_derived()
         fold = self.clock is not None and self.verdicts.enabled
         cqs = self.forest.cluster_queues
         # Every ClusterQueue is asked at once, then the answers are read in order: one

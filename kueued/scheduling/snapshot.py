@@ -205,6 +205,29 @@ class Snapshot:
             for wl in removed:
                 self.add_workload(wl)
 
+    def refresh(self, live: Snapshot) -> None:
+        """Make this snapshot, a :meth:`clone` of ``live``'s forest, equal to ``live`` again.
+
+        A cycle needs a private copy of the usage and the admitted workloads, not of the
+        forest's shape: an engine keeps one clone per forest and refreshes it each cycle,
+        copying one usage dict per node and one workloads dict per ClusterQueue (about a
+        sixth of a full clone at a thousand ClusterQueues).  What a cycle derived is dropped.
+        """
+        mine = self.cluster_queues
+        for name, cq in live.cluster_queues.items():
+            c = mine[name]
+            c.node.usage = dict(cq.node.usage)
+            c.workloads = dict(cq.workloads)
+        cohorts = self.cohorts
+        for name, co in live.cohorts.items():
+            cohorts[name].node.usage = dict(co.node.usage)
+        self.drop_derived()
+
+    def drop_derived(self) -> None:
+        """Forget what searches derived (:meth:`derived`, ``steady_cache``): the state is replaced."""
+        self._derived.clear()
+        self.steady_cache = None
+
     def clone(self) -> Snapshot:
         """A private copy for one cycle: new nodes with copied usage, shared specs."""
         out = Snapshot(flavors=self.flavors, fair_sharing=self.fair_sharing, settings=self.settings)
