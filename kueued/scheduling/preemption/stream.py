@@ -21,8 +21,11 @@ without building it:
   ClusterQueue's workloads change);
 * for one preemptor the order key of a candidate never depends on where it was
   found (every list holds workloads of other queues only, or of the own queue only),
-  so each list is a ``heapq.merge`` of per-ClusterQueue sorted runs.  ``merge`` is
-  stable (ties go to the earlier run), as ``list.sort`` is over the walk order;
+  so each list is a merge of per-ClusterQueue sorted runs: their passing entries
+  concatenated in walk order and sorted by that key.  The sort is stable (ties go to
+  the earlier run), as ``list.sort`` is over the walk order, and Timsort merges
+  presorted runs in C: measured on Kueue's configurations this beats a lazy
+  ``heapq.merge``, although it orders candidates the search may never reach;
 * the preemption policy is checked on every candidate, and a run is cut where the
   priorities pass the preemptor's (LowerPriority, LowerOrNewerEqualPriority).
 
@@ -36,7 +39,6 @@ is empty (which attempts to make) is a scan for the first passing entry per run.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
@@ -185,7 +187,11 @@ class CandidateStream:
                         its.append(_tag(group, _passing(run, rule, self.preemptor, self.frs, stop)))
                 if not its:
                     continue
-                merged = its[0] if len(its) == 1 else heapq.merge(*its, key=_merge_key)
+                if len(its) == 1:
+                    merged = its[0]
+                else:
+                    merged = [x for it in its for x in it]
+                    merged.sort(key=_merge_key)  # stable: ties keep walk order
                 for group, entry in merged:
                     yield self._candidate(i, group, entry[1])
 
