@@ -244,16 +244,33 @@ def candidate_stream(snapshot: Snapshot, cq: ClusterQueueSnapshot, preemptor: Wo
 
 def _walk(snapshot: Snapshot, cq: ClusterQueueSnapshot, frs: frozenset[FR], current: QuotaNode,
           group: _Group, skip: QuotaNode | None, out: _Sourced) -> None:
-    """``_collect_in_subtree`` keeping the ClusterQueues' sorted runs instead of candidates."""
-    for child in current.children:
-        if child is skip or child is cq.node or within_nominal(child, frs):
-            continue
-        if child.is_cohort:
-            out.extend((group, r) for r in _reach(snapshot, child, frs))
-        else:
-            r = _leaf(snapshot, child)
-            if r is not None:
-                out.append((group, r))
+    """``_collect_in_subtree`` keeping the ClusterQueues' sorted runs instead of candidates.
+
+    What each child of ``current`` holds does not depend on the preemptor, only which
+    child it skips, so while the snapshot is steady the children that survive pruning
+    are kept, with their runs, for the next head (the heads of one cohort all walk the
+    same ancestors).
+    """
+    cache = snapshot.steady_cache
+    key = ("walk", id(current), frs)
+    found: list[tuple[QuotaNode, list[_Runs]]] | None = cache.get(key) if cache is not None else None
+    if found is None:
+        found = []
+        for child in current.children:
+            if within_nominal(child, frs):
+                continue
+            if child.is_cohort:
+                found.append((child, _reach(snapshot, child, frs)))
+            else:
+                r = _leaf(snapshot, child)
+                if r is not None:
+                    found.append((child, [r]))
+        if cache is not None:
+            cache[key] = found
+    own = cq.node
+    for child, runs in found:
+        if child is not skip and child is not own:
+            out.extend((group, r) for r in runs)
 
 
 def _leaf(snapshot: Snapshot, node: QuotaNode) -> _Runs | None:
