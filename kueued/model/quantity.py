@@ -11,6 +11,7 @@ above any real amount, and :func:`sat_add` keeps it saturated.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -40,7 +41,16 @@ def parse(value: object) -> int:
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int):
         return value * 1000
-    text = str(value).strip()
+    if isinstance(value, str):
+        return _parse_text(value)
+    return _parse_text(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> int:
+    """A quantity string in milli-units; remembered (a cluster uses a few hundred distinct
+    strings, and every Workload event parses all of its pod sets' requests)."""
+    text = value.strip()
     m = _QTY.match(text)
     if not m or m.group(2) not in _SUFFIX:
         raise QuantityError(f"quantities must match the regular expression "
