@@ -253,6 +253,14 @@ def _to_reserve(a: Assignment, cq: ClusterQueueSnapshot) -> dict[tuple[str, str]
 
 
 def _requests_exceed_limits(wl: WorkloadInfo) -> str:
+    """Why a container asks more than its limit, or ""; the spec never changes, so it is
+    worked out once per WorkloadInfo (a head is nominated again every time it comes up)."""
+    if wl.limits_error is None:
+        wl.limits_error = _limits_error(wl)
+    return wl.limits_error
+
+
+def _limits_error(wl: WorkloadInfo) -> str:
     from kueued.model.quantity import parse
     for ps in wl.obj.spec.pod_sets:
         for c in [*ps.template.spec.containers, *ps.template.spec.init_containers]:

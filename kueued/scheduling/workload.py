@@ -61,7 +61,7 @@ class WorkloadInfo:
 
     __slots__ = ("key", "obj", "namespace", "name", "uid", "queue_name", "priority", "created",
                  "pod_sets", "cluster_queue", "usage", "assigned_flavors", "reserved_at", "evictions",
-                 "local_queue", "preempting", "victims", "shape")
+                 "local_queue", "preempting", "victims", "shape", "limits_error")
 
     def __init__(self, obj: api.Workload, *, priority: int) -> None:
         meta = obj.metadata
@@ -88,6 +88,7 @@ class WorkloadInfo:
         self.preempting = False  # issued evictions and waits for them (set and settled by the cycle)
         self.victims: set[str] = set()  # workloads this one has evicted: never twice (no flopping)
         self.shape: bytes | None = None  # kueued.scheduling.verdicts.shape_of, computed on first use
+        self.limits_error: str | None = None  # cycle._requests_exceed_limits, computed on first use
         adm = obj.status.admission
         if adm is not None and adm.cluster_queue:
             self.admit(adm.cluster_queue, _usage_of(adm), _flavors_of(adm), at=_reserved_time(obj))

@@ -42,6 +42,7 @@ from kueued.scheduling.cycle import Target
 from kueued.scheduling.flavors import Assignment, Mode, lowest_fitting_height
 from kueued.scheduling.preemption.candidates import CandidateSet, is_valid
 from kueued.scheduling.preemption.minimal import minimal_targets, workload_fits
+from kueued.scheduling.preemption import policy
 from kueued.scheduling.preemption.policy import borrow_within_cohort
 from kueued.scheduling.preemption.stream import CandidateStream, candidate_stream
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
@@ -81,6 +82,9 @@ class ClassicalPreemptor:
         return classical_targets(self.snapshot, cq, wl, assignment.usage, frs)
 
 
+_OFF = ("", policy.NEVER)
+
+
 def attempts(cq: ClusterQueueSnapshot, candidates: CandidateSet | CandidateStream, frs: set[FR]) -> list[bool]:
     """Which attempts to make, in order: True = the preemptor may borrow afterwards."""
     forbidden, _ = borrow_within_cohort(cq)
@@ -99,6 +103,9 @@ def _under_nominal(cq: ClusterQueueSnapshot, frs: set[FR]) -> bool:
 def classical_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
                       requests: Mapping[FR, int], frs: set[FR]) -> list[Target]:
     """The victims that let ``wl`` fit in ``cq``, or [] when preemption cannot help."""
+    spec = cq.spec.preemption
+    if spec.within_cluster_queue in _OFF and spec.reclaim_within_cohort in _OFF:
+        return []  # a queue that never preempts has no candidates (the stream would be empty)
     candidates = candidate_stream(snapshot, cq, wl, requests, frs)
     if candidates.empty:
         return []
