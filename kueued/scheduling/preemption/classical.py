@@ -118,7 +118,8 @@ def classical_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: Workload
         def fits(borrowing: bool = borrowing) -> bool:
             return workload_fits(cq, requests, allow_borrowing=borrowing)
 
-        targets = minimal_targets(snapshot, valid(), fits)
+        # workload_fits only turns false as usage comes back (available shrinks, borrowing grows)
+        targets = minimal_targets(snapshot, valid(), fits, monotone=True)
         if targets:
             return targets
     return []
