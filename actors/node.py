@@ -61,7 +61,9 @@ class NodeActor(Actor):
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) + v
         if charges and self.parent is not None:
-            answer = await self.parent.post(Reserve(workload, charges) if not force else _Force(workload, charges)).result()
+            # no timeout of its own: the coordinator's ask that started the chain has one
+            request = Reserve(workload, charges) if not force else _Force(workload, charges)
+            answer = await self.parent.post(request).result()
             if isinstance(answer, Denied):
                 for fr, v in amounts.items():
                     self.node.usage[fr] -= v

@@ -40,9 +40,9 @@ from collections.abc import Iterator, Mapping
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Target
 from kueued.scheduling.flavors import Assignment, Mode, lowest_fitting_height
+from kueued.scheduling.preemption import policy
 from kueued.scheduling.preemption.candidates import CandidateSet, is_valid
 from kueued.scheduling.preemption.minimal import minimal_targets, workload_fits
-from kueued.scheduling.preemption import policy
 from kueued.scheduling.preemption.policy import borrow_within_cohort
 from kueued.scheduling.preemption.stream import CandidateStream, candidate_stream
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
