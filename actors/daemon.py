@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,9 @@ __all__ = ["run_daemon", "sd_notify"]
 log = structlog.get_logger("kueued.daemon")
 
 # What the elastic tree is built from: a change to anything else leaves it as it is.
+EVENTS_KEPT = 10_000
+"""Decisions (evictions) a running daemon keeps in memory; older ones are in the log only."""
+
 _ELASTIC_KINDS = frozenset({"ElasticQuota", "Node", "Workload", "Configuration"})
 
 
@@ -75,6 +79,10 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
         coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
         elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
                                      delay=world.settings.delay_evict_time)
+        # A run's outcome reads every eviction; a daemon runs for months and reads none (the
+        # structured log and the API carry them), so it keeps only the latest for debugging.
+        coord.events = deque(maxlen=EVENTS_KEPT)  # type: ignore[assignment]
+        elastic.evictions = deque(maxlen=EVENTS_KEPT)  # type: ignore[assignment]
         await coord.sync_topology(tg)
         await elastic.start(tg)
         if handle_signals:

@@ -2,7 +2,8 @@
 
 It owns no quota: every amount lives in a group actor or the root.  It owns the wiring
 (which actor is whose parent), an index of which group holds which workload, the clock,
-and the edge to the API port.
+and the edge to the API port, with the evictions committed through it (for the outcome,
+as ``ElasticRun`` records its own).
 
 Changes (between rounds, never during one):
 
@@ -62,6 +63,7 @@ from kueued.model import koordinator as k
 from kueued.quota.elastic import OUTSIDE_TREE, ElasticGroup, calculator_keys
 from kueued.scheduling.elastic import (
     DEFAULT_DELAY_EVICT_TIME,
+    ElasticEviction,
     ElasticOutcome,
     ElasticSetup,
     ElasticWorkload,
@@ -109,6 +111,7 @@ class ElasticCoordinator:
         self.groups: dict[str, ElasticGroupActor] = {}
         self.index: dict[str, tuple[str, tuple[Any, ...]]] = {}  # workload -> (its group, ElasticWorkload.spec_key)
         self.rounds = 0
+        self.evictions: list[ElasticEviction] = []  # every committed eviction, in order, for the outcome
         self._deadlines: dict[str, float] = {}
         self._tg: TaskGroup | None = None
 
@@ -257,7 +260,9 @@ class ElasticCoordinator:
 
     async def _commit(self, actor: ElasticGroupActor, d: Decision) -> None:
         """Victims' evictions first, then the admission; a refused commit is undone in the group."""
-        refused = [v for v in d.victims if not await self._evict(actor, v, f"preempted by {d.workload}")]
+        refused = [v for v in d.victims
+                   if not await self._evict(actor, ElasticEviction.preempted(v, by=d.workload),
+                                            f"preempted by {d.workload}")]
         for v in refused:
             await actor.ask(Restore(v))
         if refused:
@@ -269,11 +274,14 @@ class ElasticCoordinator:
             return
         log.info("elastic_workload_admitted", workload=d.workload, quota=actor.name)
 
-    async def _evict(self, actor: ElasticGroupActor, key: str, why: str) -> bool:
-        ok = await self.port.evict(key, cluster_queue=actor.name, reason="Preempted",
+    async def _evict(self, actor: ElasticGroupActor, eviction: ElasticEviction, why: str) -> bool:
+        """Commit one eviction; once the port accepts it, it is recorded for the outcome."""
+        ok = await self.port.evict(eviction.workload, cluster_queue=actor.name, reason=eviction.reason,
                                    message=f"{why} in quota {actor.name}")
         if ok:
-            log.info("elastic_workload_evicted", workload=key, quota=actor.name, reason=why)
+            self.evictions.append(eviction)
+            log.info("elastic_workload_evicted", workload=eviction.workload, quota=actor.name,
+                     reason=eviction.reason, preemptor=eviction.by or None, message=why)
         return ok
 
     async def _recycle_pass(self) -> bool:
@@ -282,7 +290,7 @@ class ElasticCoordinator:
         for name, actor in self.groups.items():  # by name, as the pure pass
             recycled: Recycled = await actor.ask(Recycle(now, self.delay))
             for v in recycled.victims:
-                if not await self._evict(actor, v, "revoked: used above runtime"):
+                if not await self._evict(actor, ElasticEviction.revoked(v), "revoked: used above runtime"):
                     await actor.ask(Restore(v))
             if recycled.deadline is None:
                 self._deadlines.pop(name, None)
@@ -331,7 +339,7 @@ class ElasticCoordinator:
             results.update(reply.results)
             statuses[reply.name] = GroupStatus(request=reply.request, runtime=reply.runtime,
                                                min=reply.min, max=reply.max)
-        return outcome_of(self.setup, results, statuses)
+        return outcome_of(self.setup, results, statuses, self.evictions)
 
     def stop(self) -> None:
         for actor in [*self.groups.values(), *([self.root] if self.root is not None else [])]:

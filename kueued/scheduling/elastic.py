@@ -28,7 +28,8 @@ Data flow:
    None: a run to quiescence, as the conformance scenarios are) the delay counts as
    elapsed; on a clock (``kueued simulate`` with arrivals, the daemon) a group must stay
    over for the whole delay.  Evicted workloads go back to the queue; their request still
-   counts.
+   counts.  Every eviction is recorded as it happens (:class:`ElasticEviction`: who, by
+   whom, why), for the report's eviction list.
 
 Every decision needs only one group's workloads and that group's runtime, so it lives
 on :class:`GroupState` (``scheduling/elastic_group.py``); :class:`ElasticRun` keeps one per group and walks them in the
@@ -61,9 +62,9 @@ from kueued.scheduling.elastic_group import Check, ElasticWorkload, GroupState, 
 from kueued.scheduling.elastic_inputs import created_at, group_of_manifest, quota_of, workload_requests
 
 __all__ = [
-    "ElasticWorkloadResult", "GroupStatus", "ElasticOutcome", "ElasticWorkload", "GroupState", "ElasticSetup",
-    "ElasticRun", "prepare", "result_of", "outcome_of", "max_rounds_for", "run_elastic", "workload_requests",
-    "node_total_of", "DEFAULT_DELAY_EVICT_TIME",
+    "ElasticWorkloadResult", "GroupStatus", "ElasticEviction", "ElasticOutcome", "ElasticWorkload", "GroupState",
+    "ElasticSetup", "ElasticRun", "prepare", "result_of", "outcome_of", "max_rounds_for", "run_elastic",
+    "workload_requests", "node_total_of", "DEFAULT_DELAY_EVICT_TIME", "PREEMPTED", "REVOKED",
 ]
 
 DEFAULT_DELAY_EVICT_TIME = 120.0
@@ -88,9 +89,33 @@ class GroupStatus(msgspec.Struct, frozen=True, kw_only=True):
     max: dict[str, int]
 
 
+PREEMPTED = "Preempted"
+"""Eviction reason: preempted inside its group by a pending workload of higher priority (PostFilter)."""
+REVOKED = "Revoked"
+"""Eviction reason: forced recycling took it back from a group over its runtime (Koordinator's
+QuotaOverUsedRevokeController, which "revokes pods due to quota overused")."""
+
+
+class ElasticEviction(msgspec.Struct, frozen=True):
+    """One eviction, as the report lists it: the victim, the preemptor ("" for forced recycling), why."""
+
+    workload: str
+    by: str
+    reason: str
+
+    @classmethod
+    def preempted(cls, victim: str, *, by: str) -> ElasticEviction:
+        return cls(victim, by, PREEMPTED)
+
+    @classmethod
+    def revoked(cls, victim: str) -> ElasticEviction:
+        return cls(victim, "", REVOKED)
+
+
 class ElasticOutcome(msgspec.Struct, frozen=True):
     workloads: dict[str, ElasticWorkloadResult]
     quota_groups: dict[str, GroupStatus]
+    evictions: tuple[ElasticEviction, ...] = ()  # in the order they happened
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +198,14 @@ def result_of(w: ElasticWorkload) -> ElasticWorkloadResult:
 
 
 def outcome_of(setup: ElasticSetup, results: Mapping[str, ElasticWorkloadResult],
-               statuses: Mapping[str, GroupStatus]) -> ElasticOutcome:
-    """The outcome in the input's workload order (workloads that arrived later after them), groups by name."""
+               statuses: Mapping[str, GroupStatus], evictions: Iterable[ElasticEviction] = ()) -> ElasticOutcome:
+    """The outcome in the input's workload order (workloads that arrived later after them), groups by name,
+    evictions as they happened."""
     order = dict.fromkeys([*(w.key for w in setup.workloads), *results])
     return ElasticOutcome(
         workloads={key: results[key] for key in order if key in results},
         quota_groups={name: statuses[name] for name in sorted(statuses) if setup.reported(name)},
+        evictions=tuple(evictions),
     )
 
 
@@ -190,8 +217,9 @@ class ElasticRun:
     """The pure engine: every group's state, the runtimes, passes; workloads may come and go.
 
     ``decisions`` records admissions and evictions as they happen (victims before the
-    admission they make room for), for a timeline to read; ``delay`` is the forced
-    recycling delay, in the unit of the ``now`` given to :meth:`round`.
+    admission they make room for), for a timeline to read and clear; ``evictions`` keeps
+    every eviction of the run with its preemptor and reason, for the outcome; ``delay`` is
+    the forced recycling delay, in the unit of the ``now`` given to :meth:`round`.
     """
 
     setup: ElasticSetup
@@ -200,6 +228,7 @@ class ElasticRun:
     states: dict[str, GroupState] = field(init=False)
     workloads: dict[str, ElasticWorkload] = field(init=False)
     decisions: list[Decision] = field(default_factory=list)
+    evictions: list[ElasticEviction] = field(default_factory=list)
     _quota: dict[str, GroupQuota] = field(default_factory=dict)
     _total: Resources | None = None
 
@@ -280,6 +309,7 @@ class ElasticRun:
             victims = self.states[w.group].schedule(w, self.runtime(w.group), extra=self.extra())
             if victims is not None:
                 self.decisions.extend(("evict", v) for v in victims)
+                self.evictions.extend(ElasticEviction.preempted(v.key, by=w.key) for v in victims)
                 self.decisions.append(("admit", w))
                 changed = True
         return changed
@@ -289,6 +319,7 @@ class ElasticRun:
         for name in sorted(self.states):
             victims = self.states[name].recycle(self.runtime(name), now=now, delay=self.delay)
             self.decisions.extend(("evict", v) for v in victims)
+            self.evictions.extend(ElasticEviction.revoked(v.key) for v in victims)
             changed = changed or bool(victims)
         return changed
 
@@ -317,7 +348,8 @@ class ElasticRun:
             name: GroupStatus(request=q.request, runtime=q.runtime, min=q.min, max=q.max)
             for name, q in self.quota().items()
         }
-        return outcome_of(self.setup, {key: result_of(w) for key, w in self.workloads.items()}, statuses)
+        return outcome_of(self.setup, {key: result_of(w) for key, w in self.workloads.items()}, statuses,
+                          self.evictions)
 
 
 def max_rounds_for(setup: ElasticSetup) -> int:

@@ -89,13 +89,15 @@ def merge_elastic(world: World, report) -> None:
 
 
 def merge_outcome(report, outcome) -> None:
-    """Put an ElasticOutcome (from either engine) into a Report."""
+    """Put an ElasticOutcome (from either engine) into a Report; its evictions follow Kueue's."""
     from kueued.simulate import WorkloadReport, quantity_map
     for key, r in outcome.workloads.items():
         report.workloads[key] = WorkloadReport(r.state, r.cluster_queue if r.state == "admitted" else None,
                                                None, r.preemptions, r.reason or None)
     for name, g in outcome.quota_groups.items():
         report.quota_groups[name] = {"runtime": quantity_map(g.runtime), "request": quantity_map(g.request)}
+    report.evictions = [*report.evictions,
+                        *({"workload": e.workload, "by": e.by, "reason": e.reason} for e in outcome.evictions)]
 
 
 def queue_order_hook(owner, cq: ClusterQueueSnapshot, *, afs: AdmissionFairSharing):  # owner: Engine or Coordinator

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import yaml
 
-from actors.daemon import run_daemon, sd_notify
+from actors.daemon import EVENTS_KEPT, run_daemon, sd_notify
 from kueued.kube.port import InMemoryPort
 from kueued.metrics import Metrics
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
@@ -58,9 +58,11 @@ def test_daemon_stamps_admissions_with_the_wall_clock(tmp_path: Path) -> None:
     _write(tmp_path / "all.yaml", [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="2")),
                                    local_queue("lq", "ns", "cq"), workload("a", "ns", "lq", cpu="1")])
     stamps: list[float] = []
+    bounds: list[int | None] = []
 
     def settled(coord) -> None:
         stamps.append(coord.world.workloads["ns/a"].reserved_at)
+        bounds.append(getattr(coord.events, "maxlen", None))
         scope.cancel()
 
     async def main() -> None:
@@ -72,6 +74,7 @@ def test_daemon_stamps_admissions_with_the_wall_clock(tmp_path: Path) -> None:
     before = time.time()
     anyio.run(main)
     assert before <= stamps[0] <= time.time()
+    assert bounds == [EVENTS_KEPT]  # a long-running daemon keeps only the latest decisions in memory
 
 
 def test_sd_notify_is_a_no_op_outside_systemd(monkeypatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import Counter
 from pathlib import Path
 
 import anyio
@@ -19,7 +20,7 @@ from kueued.kube.port import InMemoryPort
 from kueued.model import koordinator as k
 from kueued.model.koordinator import from_koord_value, koord_value
 from kueued.quota.elastic import OUTSIDE_TREE, compute_runtime, implicit_cluster_total, sum_resources
-from kueued.scheduling.elastic import ElasticOutcome, prepare, run_elastic
+from kueued.scheduling.elastic import PREEMPTED, REVOKED, ElasticOutcome, prepare, run_elastic
 from kueued.scheduling.elastic_victims import exceeded
 from kueued.scheduling.run import elastic_inputs
 from kueued.simulate import load_manifests, simulate
@@ -131,6 +132,17 @@ def test_actor_engine_agrees_with_run_elastic_and_respects_the_tree(case, seed) 
     setup = prepare(quotas, workloads, nodes)
     requests = {w.key: w for w in setup.workloads}
     groups = live.quota_groups
+    # every eviction is listed once; a preemptor is of the victim's group and more important
+    assert Counter(e.workload for e in live.evictions) == {
+        key: r.preemptions for key, r in live.workloads.items() if r.preemptions}
+    for e in live.evictions:
+        victim = requests[e.workload]
+        if e.by:
+            assert e.reason == PREEMPTED, e
+            preemptor = requests[e.by]
+            assert (preemptor.group, preemptor.priority > victim.priority) == (victim.group, True), e
+        else:
+            assert e.reason == REVOKED, e
     # at quiescence a leaf is over its runtime only by what recycling cannot remove
     for name, g in groups.items():
         if name in setup.inner or name == k.SYSTEM_QUOTA:
@@ -330,3 +342,6 @@ def test_preemption_and_recycling_commit_evictions_through_the_port() -> None:
     evicted = {c.workload for c in port.log if c.kind == "evict"}
     assert evicted == {key for key, r in out.workloads.items() if r.preemptions}
     assert evicted and all(c.cluster_queue == "team-a" for c in port.log if c.kind == "evict")
+    # the outcome lists what the port was told, in order, with the same reasons
+    assert [(c.workload, c.detail.split(":", 1)[0]) for c in port.log if c.kind == "evict"] == [
+        (e.workload, e.reason) for e in out.evictions]

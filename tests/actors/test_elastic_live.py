@@ -66,6 +66,8 @@ def check(world: World, outcome: ElasticOutcome, log: list[Committed], admitted_
     for c in log:
         assert state.get(c.workload, "evict") != c.kind, (c, log)
         state[c.workload] = c.kind
+    # the outcome lists every eviction committed so far, in order, across rebuilds
+    assert [e.workload for e in outcome.evictions] == [c.workload for c in log if c.kind == "evict"]
     # the tree shows what the pure computation gives for the World as it is now
     want = expected(world, outcome)
     for name, g in outcome.quota_groups.items():

@@ -54,6 +54,7 @@ def test_an_over_used_group_is_recycled_once_the_delay_has_passed(runner) -> Non
     assert held_at(run, "team-a") == {0: 8000, 10: 8000, 40: 0, 100: 0, 110: 8000, 210: 0}
     assert (t["default/a1"].evictions, t["default/a1"].finished_ms) == (1, 210_000)
     assert run.report.workloads["default/a1"].preemptions == 1
+    assert run.report.evictions == [{"workload": "default/a1", "by": "", "reason": "Revoked"}]
 
 
 @pytest.mark.parametrize("runner", ENGINES)
@@ -95,3 +96,5 @@ def test_both_engines_agree_on_timed_elastic_traces(workloads: list[tuple], dela
     assert live.summary.workloads == sync.summary.workloads
     assert live.report.workloads == sync.report.workloads
     assert live.report.quota_groups == sync.report.quota_groups
+    assert live.report.evictions == sync.report.evictions
+    assert len(sync.report.evictions) == sync.summary.evictions
