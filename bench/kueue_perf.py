@@ -3,6 +3,7 @@
     .venv/bin/python bench/kueue_perf.py                                  # baseline, virtual clock, both engines
     .venv/bin/python bench/kueue_perf.py --config large-scale --engine sync
     .venv/bin/python bench/kueue_perf.py --clock real --engine actors     # live, as Kueue's test runs
+    .venv/bin/python bench/kueue_perf.py --config large-scale --clock real --engine actors --repeat 5
 
 Reads ``../shared/reference/kueue-perf/<config>-generator.yaml`` (Kueue's own generator files),
 runs them through ``kueued simulate --generator``'s code path, and prints wall time, ClusterQueue
@@ -15,6 +16,7 @@ compute it.  On the real clock both are the same run.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -73,12 +75,22 @@ def main() -> None:
     ap.add_argument("--config", choices=[*KUEUE, "all"], default="baseline")
     ap.add_argument("--engine", choices=["actors", "sync", "both"], default="both")
     ap.add_argument("--clock", choices=["virtual", "real"], default="virtual")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per engine; real-clock runs vary with timing (different preemption "
+                         "cascades), so report their spread")
     args = ap.parse_args()
     engines = ["sync", "actors"] if args.engine == "both" else [args.engine]
     console = Console(width=140)
     for config in (list(KUEUE) if args.config == "all" else [args.config]):
-        rows = [(f"{e}/{args.clock}", run(config, e, args.clock)) for e in engines]
+        rows = [(f"{e}/{args.clock}" + (f" #{i + 1}" if args.repeat > 1 else ""), run(config, e, args.clock))
+                for e in engines for i in range(args.repeat)]
         console.print(table(config, rows))
+        if args.repeat > 1:
+            for e in engines:
+                walls = sorted(s.wall_ms / 1000 for label, s in rows if label.startswith(f"{e}/"))
+                console.print(f"{config} {e}/{args.clock}: wall over {len(walls)} runs min {walls[0]:.1f} s, "
+                              f"median {statistics.median(walls):.1f} s, max {walls[-1]:.1f} s "
+                              f"(bound {KUEUE[config]['bound']:g} s)")
 
 
 if __name__ == "__main__":
