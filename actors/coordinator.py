@@ -32,6 +32,7 @@ it is detected.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -84,7 +85,7 @@ log = structlog.get_logger("kueued.coordinator")
 class Coordinator:
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
-                 iterate: Iterate = classical_order) -> None:
+                 iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
         self.world = world
         self.port = port
         self.make_preemptor = preemptor
@@ -94,7 +95,8 @@ class Coordinator:
         self.cohorts: dict[str, CohortActor] = {}
         self.reasons: dict[str, str] = {}
         self.unrouted: dict[str, str] = {}
-        self.events: list[tuple[str, str, str, str]] = []
+        # decisions, oldest first; ``keep_events`` bounds them (a daemon reads none of them)
+        self.events: deque[tuple[str, str, str, str]] = deque(maxlen=keep_events)
         self.rounds = 0
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
@@ -107,7 +109,6 @@ class Coordinator:
         self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
         self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
-        self._scratch: tuple[Snapshot, Snapshot] | None = None  # (forest, the rounds' snapshot)
         self.afs = AdmissionFairSharing(world, clock=self.now)
 
     # --- topology ----------------------------------------------------------------------------
@@ -334,13 +335,9 @@ class Coordinator:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
         await self._settle_finishes()
-        # The cycle's snapshot: one clone per forest, whose every balance and admitted set is
-        # replaced below (asked, idle, or a Cohort's cached report), so nothing of the last
-        # round's cycle survives in it.
-        if self._scratch is None or self._scratch[0] is not self.forest:
-            self._scratch = (self.forest, self.forest.clone())
-        snap = self._scratch[1]
-        snap.drop_derived()
+        # every balance and admitted set of the cycle's copy is replaced below (asked, idle,
+        # or a Cohort's cached report): nothing of the last round's cycle survives in it
+        snap = self.forest.cycle_copy(refresh=False)
         fold = self.clock is not None and self.verdicts.enabled
         cqs = self.forest.cluster_queues
         # Every ClusterQueue is asked at once, then the answers are read in order: one

@@ -27,7 +27,6 @@ import os
 import signal
 import socket
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,14 +74,13 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
     world = World()
     source = ManifestDirectory(manifests)
     async with anyio.create_task_group() as tg:
-        coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
-        coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
-        elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
-                                     delay=world.settings.delay_evict_time)
         # A run's outcome reads every eviction; a daemon runs for months and reads none (the
         # structured log and the API carry them), so it keeps only the latest for debugging.
-        coord.events = deque(maxlen=EVENTS_KEPT)  # type: ignore[assignment]
-        elastic.evictions = deque(maxlen=EVENTS_KEPT)  # type: ignore[assignment]
+        coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world),
+                            keep_events=EVENTS_KEPT)
+        coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
+        elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
+                                     delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT)
         await coord.sync_topology(tg)
         await elastic.start(tg)
         if handle_signals:

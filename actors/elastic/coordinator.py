@@ -28,6 +28,7 @@ calls it after each batch.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -99,7 +100,7 @@ class ElasticCoordinator:
 
     def __init__(self, setup: ElasticSetup, port: ApiPort, *, flow: Flow | None = None,
                  max_rounds: int | None = None, clock: Callable[[], float] | None = None,
-                 delay: float = DEFAULT_DELAY_EVICT_TIME) -> None:
+                 delay: float = DEFAULT_DELAY_EVICT_TIME, keep_events: int | None = None) -> None:
         self.setup = setup
         self.port = port
         self.flow = flow or Flow()
@@ -111,7 +112,8 @@ class ElasticCoordinator:
         self.groups: dict[str, ElasticGroupActor] = {}
         self.index: dict[str, tuple[str, tuple[Any, ...]]] = {}  # workload -> (its group, ElasticWorkload.spec_key)
         self.rounds = 0
-        self.evictions: list[ElasticEviction] = []  # every committed eviction, in order, for the outcome
+        # every committed eviction, in order, for the outcome; ``keep_events`` bounds them
+        self.evictions: deque[ElasticEviction] = deque(maxlen=keep_events)
         self._deadlines: dict[str, float] = {}
         self._tg: TaskGroup | None = None
 

@@ -5,7 +5,7 @@ baseline the benchmarks measure the actor layer against.  It owns a live
 :class:`Snapshot` (the quota forest with admitted usage) and one
 :class:`PendingQueue` per ClusterQueue; each :meth:`Engine.cycle` pops one head per
 active ClusterQueue, runs :func:`run_cycle` on a private copy (one clone per forest,
-refreshed each cycle: :meth:`Snapshot.refresh`) and applies the result:
+refreshed each cycle: :meth:`Snapshot.cycle_copy`) and applies the result:
 
 1. evictions first: the victim's quota is released, it counts one preemption, goes
    back to its queue, and every parked workload of its cohort tree is requeued;
@@ -56,7 +56,6 @@ class Engine:
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
         self._stale_trees: dict[int, QuotaNode] = {}  # roots whose parked workloads go back (heads())
-        self._scratch: tuple[Snapshot, Snapshot] | None = None  # (live state, its cycle copy)
         self.afs = AdmissionFairSharing(world, clock=self.now)
 
     # --- keeping up with the world ------------------------------------------------------------
@@ -137,19 +136,11 @@ class Engine:
         heads = self.heads()
         if self.clock is not None:
             heads = self._fold_dead_rounds(heads)
-        snap = self._scratch_for_cycle()
+        snap = self.state.cycle_copy()
         result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
                            namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
         self.apply(result)
         return result
-
-    def _scratch_for_cycle(self) -> Snapshot:
-        """A private copy of the live state for one cycle: one clone per forest, refreshed."""
-        if self._scratch is None or self._scratch[0] is not self.state:
-            self._scratch = (self.state, self.state.clone())
-        else:
-            self._scratch[1].refresh(self.state)
-        return self._scratch[1]
 
     def _fold_dead_rounds(self, heads: list[tuple[WorkloadInfo, str]]) -> list[tuple[WorkloadInfo, str]]:
         """Requeue the heads of every tree whose round is dead (:mod:`.verdicts`) and pop again.
