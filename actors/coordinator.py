@@ -98,6 +98,7 @@ class Coordinator:
         # decisions, oldest first; ``keep_events`` bounds them (a daemon reads none of them)
         self.events: deque[tuple[str, str, str, str]] = deque(maxlen=keep_events)
         self.rounds = 0
+        self.quiescent = True  # did the last run_to_quiescence end on a round that changed nothing
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
@@ -484,10 +485,20 @@ class Coordinator:
             heads[i] = (await reply.result(self.cluster_queues[name].ask_timeout), name)
         return [(wl, name) for wl, name in heads if wl is not None], parked_any
 
-    async def run_to_quiescence(self, *, max_rounds: int = 100_000) -> int:
+    async def run_to_quiescence(self, *, max_rounds: int = 100_000,
+                                until: Callable[[], bool] | None = None) -> int:
+        """Run rounds until one changes nothing; ``until()``, asked after each round, stops it early.
+
+        ``quiescent`` says afterwards whether the last round changed nothing.
+        """
         start = self.rounds
-        while self.rounds - start < max_rounds and await self.round():
-            pass
+        self.quiescent = False
+        while self.rounds - start < max_rounds:
+            if not await self.round():
+                self.quiescent = True
+                break
+            if until is not None and until():
+                break
         return self.rounds - start
 
     def stop(self) -> None:

@@ -3,7 +3,11 @@
 One root task group holds every actor and two tasks: the *source* (a manifest
 directory polled every ``interval`` seconds until the Kubernetes layer's watches
 replace it) feeds apply/delete events to the coordinators, and after each batch they
-run rounds to quiescence.  Decisions leave through the API port and are logged as
+run rounds to quiescence, for at most ``interval`` seconds at a time: a long backlog
+(every ClusterQueue parking its pending workloads one per round) pauses to read the
+source again, so a deletion or a new object is seen while it is worked through, and
+the rounds resume right after (``rounds_paused`` in the log; ``settled`` at quiescence,
+when ``on_settled`` is called).  Decisions leave through the API port and are logged as
 structlog events.  systemd is told READY once every actor has started, and STOPPING
 when the task group is cancelled (SIGTERM).
 
@@ -87,6 +91,7 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
             tg.start_soon(_stop_on_signal, tg.cancel_scope)
         sd_notify("READY=1")
         log.info("daemon_ready", manifests=str(manifests))
+        unsettled = False  # the last rounds stopped at the interval, before quiescence
         try:
             while True:
                 changed = 0
@@ -104,22 +109,26 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                 for path, why in source.errors.items():
                     log.warning("manifest_unreadable", file=str(path), error=why)
                 due = elastic.deadline()
-                if changed or (due is not None and due <= clock()):
+                if changed or unsettled or (due is not None and due <= clock()):
                     if elastic_changed:
                         await elastic.sync_world(world)
-                    rounds = await coord.run_to_quiescence()
+                    pause_at = clock() + interval
+                    rounds = await coord.run_to_quiescence(until=lambda at=pause_at: clock() >= at)
+                    unsettled = not coord.quiescent
                     elastic_rounds = await elastic.run_to_quiescence()
                     await elastic.publish()
-                    log.info("settled", changes=changed, rounds=rounds, elastic_rounds=elastic_rounds)
+                    log.info("settled" if not unsettled else "rounds_paused", changes=changed, rounds=rounds,
+                             elastic_rounds=elastic_rounds)
                     if metrics is not None:
                         metrics.rounds.inc(rounds + elastic_rounds)
                         metrics.observe_queues(a.sample() for a in coord.cluster_queues.values())
                         if isinstance(port, InMemoryPort):
                             metrics.observe_commits(port.log)
-                    if on_settled is not None:
+                    if on_settled is not None and not unsettled:
                         on_settled(coord)
                 due = elastic.deadline()
-                await anyio.sleep(interval if due is None else min(interval, max(0.0, due - clock())))
+                pause = interval if due is None else min(interval, max(0.0, due - clock()))
+                await anyio.sleep(0 if unsettled else pause)
         finally:
             sd_notify("STOPPING=1")
             coord.stop()

@@ -12,9 +12,16 @@ and records what the engine decided.
     next event time t -> (virtual: jump to t | real: anyio.sleep until t)
       -> due finishes  -> driver.finish(key)   quota released, parked workloads of the tree requeued
       -> due arrivals  -> driver.arrive(doc)   World.apply, then queued in its ClusterQueue
-      -> driver.settle()                        cycles to quiescence; admissions and evictions
+      -> driver.settle(until)                   cycles to quiescence; admissions and evictions
                                                 come back through Timeline.admitted/evicted,
                                                 which schedules each admitted workload's finish
+
+On the real clock ``until`` says "an event is due": settling stops after a cycle when
+one is (every settle runs at least one), so a finish or an arrival is handled while the queues still cycle, as
+Kueue's scheduler loop runs beside its controllers' event handlers.  Without it a
+settle holds every due release back until each ClusterQueue has parked its whole
+pending list, one head per cycle (BestEffortFIFO), and judges it all again after.  On
+the virtual clock no time passes while settling, so ``until`` is never given.
 
 Decisions are recorded where they leave the engine: the actor engine commits through
 the API port (:class:`TimelinePort`), the pure engine's cycle results are read by
@@ -327,6 +334,10 @@ class TimelinePort:
         return True
 
 
+Until = Callable[[], bool]
+"""Asked between cycles: stop settling now (an event is due on the real clock)."""
+
+
 class Driver(Protocol):
     """An engine as :func:`play` drives it (the actor one lives with the composition root)."""
 
@@ -334,7 +345,7 @@ class Driver(Protocol):
 
     async def arrive(self, arrival: Arrival) -> None: ...
     async def finish(self, key: str) -> None: ...
-    async def settle(self) -> None: ...
+    async def settle(self, until: Until | None = None) -> None: ...
 
 
 class SyncDriver:
@@ -354,7 +365,7 @@ class SyncDriver:
         self.timeline.done(key)
         self.engine.finish(key)
 
-    async def settle(self, *, max_cycles: int = 1_000_000) -> None:
+    async def settle(self, until: Until | None = None, *, max_cycles: int = 1_000_000) -> None:
         """Cycle until one admits, evicts and parks nothing (the actor coordinator's quiescence)."""
         e, t = self.engine, self.timeline
         for _ in range(max_cycles):
@@ -365,7 +376,7 @@ class SyncDriver:
                 t.admitted(entry.wl.key, entry.cq, entry.assignment.usage)
             parked = any(entry.status != "admitted" and e.queues[entry.cq].parks(entry.reason)
                          for entry in result.entries)
-            if not (result.changed or parked):
+            if not (result.changed or parked) or (until is not None and until()):
                 return
 
 
@@ -389,8 +400,8 @@ class CoordinatorDriver:
         self.timeline.done(key)
         await self.coordinator.finish(key)
 
-    async def settle(self) -> None:
-        await self.coordinator.run_to_quiescence()
+    async def settle(self, until: Until | None = None) -> None:
+        await self.coordinator.run_to_quiescence(until=until)
 
 
 class ElasticDriver:
@@ -424,8 +435,8 @@ class ElasticDriver:
             self.held.discard(key)
             await self.elastic.finish(key)
 
-    async def settle(self) -> None:
-        await self.inner.settle()
+    async def settle(self, until: Until | None = None) -> None:
+        await self.inner.settle(until)
         await self.elastic.run_to_quiescence()
         due = self.elastic.deadline()
         if due is not None:
@@ -463,10 +474,15 @@ async def play(driver: Driver, *, real: bool = False,
     """Run the timeline to its last event; ``real`` sleeps until each event (Kueue's test does)."""
     t = driver.timeline
     total = len(t.trace.arrivals)
+    until: Until | None = None
     if real:
         import anyio
         start = time.monotonic()
         t.clock = lambda: round((time.monotonic() - start) * US)
+
+        def until() -> bool:
+            due = t.next_time()
+            return due is not None and due <= t.clock()
     while (at := t.next_time()) is not None:
         if real:
             await anyio.sleep(max(0.0, (at - t.clock()) / US))
@@ -478,7 +494,7 @@ async def play(driver: Driver, *, real: bool = False,
             await driver.finish(key)
         for a in arrivals:
             await driver.arrive(a)
-        await driver.settle()
+        await driver.settle(until)
         t.sample()
         if progress is not None:
             progress(len(t.times), total)

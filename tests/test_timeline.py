@@ -147,3 +147,74 @@ def test_a_small_generator_runs_on_both_engines_alike() -> None:
 def test_an_unknown_generator_field_is_refused() -> None:
     with pytest.raises(ManifestError):
         parse_generator({"cohorts": [{"className": "c", "count": 1, "queueSets": []}]})
+
+
+# --- the real clock does not hold due events behind a settle ---------------------------------------------
+def _settle_twice(engine: str) -> tuple[list[int], list[str], list[str]]:
+    """One queue of 1 cpu and five 1-cpu workloads: a is admitted, b..e park one per cycle.
+
+    Settles once told an event is due (``until`` always true), then to quiescence; returns
+    the cycles each settle ran and the workloads admitted after each.
+    """
+    import anyio
+
+    from kueued.scheduling.engine import Engine
+    from kueued.scheduling.run import make_iterate, make_preemptor
+    from kueued.timeline import CoordinatorDriver, SyncDriver, Timeline
+    from kueued.world import World
+
+    trace = trace_from([*one_queue("1"), *(timed(n, at=0, runtime=60) for n in "abcde")])
+    world = World()
+    for m in trace.setup:
+        world.apply(m)
+    timeline = Timeline(trace, world)
+
+    def admitted() -> list[str]:
+        return sorted(timeline.running)
+
+    async def main() -> tuple[list[int], list[str], list[str]]:
+        cycles: list[int] = []
+        if engine == "sync":
+            e = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
+            e.rebuild()
+            driver = SyncDriver(e, timeline)
+            count = [0]
+            cycle = e.cycle
+
+            def counted():
+                count[0] += 1
+                return cycle()
+            e.cycle = counted  # type: ignore[method-assign]
+            for a in trace.arrivals:
+                await driver.arrive(a)
+            await driver.settle(lambda: True)
+            cycles.append(count[0])
+            first = admitted()
+            await driver.settle()
+            cycles.append(count[0] - cycles[0])
+            return cycles, first, admitted()
+        from actors.coordinator import Coordinator
+        from kueued.timeline import TimelinePort
+        coord = Coordinator(world, TimelinePort(timeline), preemptor=make_preemptor, iterate=make_iterate(world))
+        live = CoordinatorDriver(coord, timeline)
+        async with anyio.create_task_group() as tg:
+            await coord.sync_topology(tg)
+            for a in trace.arrivals:
+                await live.arrive(a)
+            start = coord.rounds
+            await live.settle(lambda: True)
+            cycles.append(coord.rounds - start)
+            first = admitted()
+            await live.settle()
+            cycles.append(coord.rounds - start - cycles[0])
+            coord.stop()
+        return cycles, first, admitted()
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("engine", ["sync", "actors"])
+def test_a_settle_stops_after_one_cycle_when_an_event_is_due_and_the_next_resumes(engine: str) -> None:
+    cycles, first, last = _settle_twice(engine)
+    assert cycles[0] == 1 and first == ["ns/a"]
+    assert cycles[1] >= 2  # b..e still had to park, one per cycle
+    assert last == ["ns/a"]

@@ -80,3 +80,35 @@ def test_daemon_stamps_admissions_with_the_wall_clock(tmp_path: Path) -> None:
 def test_sd_notify_is_a_no_op_outside_systemd(monkeypatch) -> None:
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     assert sd_notify("READY=1") is False
+
+
+def test_a_long_backlog_pauses_its_rounds_to_read_the_source_and_resumes(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+    # a is admitted; b..e park one per round.  The injected clock moves a whole interval at
+    # every read, so the rounds pause after each one, as a backlog longer than the interval would.
+    _write(tmp_path / "all.yaml", [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="1")),
+                                   local_queue("lq", "ns", "cq"),
+                                   *(workload(n, "ns", "lq", created=i, cpu="1") for i, n in enumerate("abcde"))])
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+    settled: list[tuple[set[str], int]] = []
+
+    def on_settled(coord) -> None:
+        settled.append(({k for k, w in coord.world.workloads.items() if w.admitted}, coord.rounds))
+        scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(tmp_path, InMemoryPort(), interval=0.5, on_settled=on_settled, handle_signals=False,
+                             clock=clock)
+
+    scope: anyio.CancelScope
+    with capture_logs() as logs:
+        anyio.run(main)
+    paused = [e for e in logs if e["event"] == "rounds_paused"]
+    assert all(e["rounds"] == 1 for e in paused) and len(paused) >= 4
+    assert settled == [({"ns/a"}, len(paused) + 1)]  # observers see only the quiescent state
