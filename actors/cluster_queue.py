@@ -94,7 +94,7 @@ class ClusterQueueActor(NodeActor):
             case Revert(key=key):
                 wl = self.admitted.pop(key)
                 self.version += 1
-                await self.release(key, wl.usage)
+                self.release(key, wl.usage)
                 wl.release()
                 self.queue.push(wl)
                 return None
@@ -103,7 +103,7 @@ class ClusterQueueActor(NodeActor):
                 if wl is None:
                     return False
                 self.version += 1
-                await self.release(key, wl.usage)
+                self.release(key, wl.usage)
                 wl.release()
                 wl.evictions += 1
                 self.queue.push(wl)
@@ -113,7 +113,7 @@ class ClusterQueueActor(NodeActor):
                 if wl is None:
                     return self.queue.remove(key) is not None
                 self.version += 1
-                await self.release(key, wl.usage)
+                self.release(key, wl.usage)
                 return True
             case Adopt(workload=wl):
                 if wl.key in self.admitted:

@@ -33,7 +33,7 @@ it is detected.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -102,6 +102,7 @@ class Coordinator:
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
+        self._depths: dict[str, int] = {}  # Cohort actor -> depth, for reading children first
         self._admitted: dict[str, tuple[int, dict[str, WorkloadInfo]]] = {}  # queue -> (version, admitted)
         # Queues that had nothing to pop, with the balance they reported then: not asked again
         # until a message that can change them is sent (every such message is the coordinator's).
@@ -116,6 +117,9 @@ class Coordinator:
     async def sync_topology(self, tg: TaskGroup) -> None:
         for actor in self.cluster_queues.values():
             await actor.drain()  # their queues are read directly below
+        # releases still climbing must land before Configure resets a balance, not after
+        await self.drain_cohorts()
+        self._depths.clear()
         self.forest = forest_of(self.world)
         for name, cq in self.forest.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
@@ -316,18 +320,45 @@ class Coordinator:
 
         Every change to a balance is a reservation or release the coordinator started and
         marked (:meth:`_changed`; a topology change clears everything), so a Cohort not
-        marked since it last reported still holds what it reported then."""
+        marked since it last reported still holds what it reported then.  Releases climb
+        as tells, so the Cohorts are asked a level at a time, deepest first: a Cohort has
+        answered, and so sent on every release it was holding, before its parent is asked.
+        """
         asked = []
-        for name, actor_c in self.cohorts.items():
+        for name in self.cohorts:
             cached = self._cohort_usage.get(name)
             if cached is not None:
                 snap.cohorts[name].node.usage = dict(cached)
             else:
-                asked.append((name, actor_c.post(Report())))
-        for name, reply in asked:
-            rep = await reply.result(self.cohorts[name].ask_timeout)
-            self._cohort_usage[name] = rep.usage
-            snap.cohorts[name].node.usage = dict(rep.usage)
+                asked.append(name)
+        for level in self._deepest_first(asked):
+            replies = [(name, self.cohorts[name].post(Report())) for name in level]
+            for name, reply in replies:
+                rep = await reply.result(self.cohorts[name].ask_timeout)
+                self._cohort_usage[name] = rep.usage
+                snap.cohorts[name].node.usage = dict(rep.usage)
+
+    def _deepest_first(self, names: Iterable[str]) -> list[list[str]]:
+        """Cohort actors grouped by their depth in the actors' tree, deepest first."""
+        by_depth: dict[int, list[str]] = {}
+        depths = self._depths
+        for name in names:
+            depth = depths.get(name)
+            if depth is None:
+                depth, up = 0, self.cohorts[name].parent
+                while up is not None:
+                    depth, up = depth + 1, up.parent
+                depths[name] = depth
+            by_depth.setdefault(depth, []).append(name)
+        return [by_depth[d] for d in sorted(by_depth, reverse=True)]
+
+    async def drain_cohorts(self, names: Iterable[str] | None = None) -> None:
+        """Wait until these Cohorts (default: all) have handled every release sent up so far,
+        a level at a time, deepest first (before a reconfiguration resets their balances,
+        or borrow requests that should see what evictions gave back)."""
+        for level in self._deepest_first(self.cohorts if names is None else names):
+            for name in level:
+                await self.cohorts[name].drain()
 
     def now(self) -> float:
         return self.clock() if self.clock is not None else 4_000_000_000.0 + self.rounds
@@ -385,7 +416,8 @@ class Coordinator:
                 continue
             self._idle.pop(cq_name, None)
             evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(victim.key))))
-        # Every release is asked at once and read in order; then every reservation.  The
+        # Every release is asked at once and read in order; then every reservation (once the
+        # releases have climbed the victims' trees, so that no borrow request misses one).  The
         # cycle checked that its admissions fit together once its victims are gone, and a
         # set of reservations that fits together is granted in any order (each node's
         # check is an upper bound on usage, and what a node charges its parent sums to the
@@ -399,6 +431,9 @@ class Coordinator:
                          preemptor=by.wl.key, reason=target.reason)
                 touched.add(cq_name)
                 changed = True
+        if touched:
+            await self.drain_cohorts({n.name for name in touched
+                                      for n in self.forest.cluster_queues[name].node.ancestors()})
         admitted = {id(e) for e in result.admitted}
         now = self.now()
         reserving = [(e, self.cluster_queues[e.cq].post(Admit(e.wl, dict(e.assignment.usage),  # type: ignore[union-attr]

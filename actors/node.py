@@ -4,7 +4,9 @@ Each ClusterQueue and Cohort actor owns a parentless :class:`QuotaNode` (its lim
 subtree quota and usage, per FR) and a reference to its parent *actor*.  A
 :class:`~actors.messages.Reserve` is checked and applied locally, then the part that
 exceeds the node's free local quota climbs to the parent as a new Reserve; a denial
-anywhere unwinds every reservation made on the way.  Reserved amounts are usage at
+anywhere unwinds every reservation made on the way.  A :class:`~actors.messages.Release`
+climbs the same way but as a tell: it cannot be refused, so nobody waits for it (see
+:meth:`NodeActor.release` for what a reader of balances must do instead).  Reserved amounts are usage at
 once, so every later request sees them; nothing becomes an admission without the
 coordinator's commit, and a failed commit releases the chain again.
 
@@ -78,7 +80,8 @@ class NodeActor(Actor):
             case Reserve(workload=w, amounts=a):
                 return await self.reserve(w, a)
             case Release(workload=w, amounts=a):
-                return await self.release(w, a)
+                self.release(w, a)
+                return None
             case Report():
                 return NodeReport(self.name, dict(self.node.usage))
             case Configure(limits=limits, subtree=subtree, parent=parent):
@@ -86,12 +89,21 @@ class NodeActor(Actor):
                 return None
         raise TypeError(f"{self.name}: unexpected message {type(msg).__name__}")
 
-    async def release(self, workload: str, amounts: FRAmounts) -> None:
+    def release(self, workload: str, amounts: FRAmounts) -> None:
+        """Give back ``amounts``; the share the parent held follows as a tell, not an ask.
+
+        A release can never be refused, so nothing waits for it.  Until the parent has
+        handled it the parent shows more usage than it has, which only ever denies a
+        borrow request that would have been granted (never the other way round).  Whoever
+        reads balances must read a child before its parent, after the child has handled
+        what it was sent: then every release sent up is already in the parent's mailbox,
+        ahead of the read (``Coordinator._fill_cohorts``, ``Coordinator.drain_cohorts``).
+        """
         charges = self._charges(amounts, -1)
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) - v
         if charges and self.parent is not None:
-            await self.parent.post(Release(workload, charges)).result()
+            self.parent.tell(Release(workload, charges))
 
 
 class _Force(Reserve):

@@ -81,6 +81,14 @@ async def _actor_tree(tg, nodes) -> dict[str, NodeActor]:
     return actors
 
 
+async def _drain_upwards(actors: dict[str, NodeActor]) -> None:
+    """Every actor handles what it holds, children before parents (deepest first)."""
+    def depth(a: NodeActor) -> int:
+        return 0 if a.parent is None else 1 + depth(a.parent)
+    for a in sorted(actors.values(), key=depth, reverse=True):
+        await a.drain()
+
+
 def _check(actors: dict[str, NodeActor], *, at_rest: bool = False) -> None:
     """Limits hold at every moment; charges match children's shares once nothing is in flight."""
     for a in actors.values():
@@ -129,6 +137,7 @@ def test_no_interleaving_of_borrow_requests_over_admits(nodes, requests) -> None
             async with anyio.create_task_group() as inner:
                 for i, (idx, value, delay, release) in enumerate(requests):
                     inner.start_soon(one, idx + i, value, delay, release)
+            await _drain_upwards(actors)  # releases climb as tells: let them land
             _check(actors, at_rest=True)
             held = sum(v for _, v in granted)
             roots = [a for a in actors.values() if a.parent is None]

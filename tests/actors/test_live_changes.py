@@ -84,3 +84,33 @@ def test_tree_changes_while_running() -> None:
             coord.stop()
 
     anyio.run(main)
+
+
+def test_a_release_still_climbing_lands_before_a_reconfiguration() -> None:
+    """A finish releases up the tree as tells; a topology change right after it (no round
+    between) leaves every Cohort with exactly what its children still hold: the release
+    counted once, before the balances are rebuilt."""
+    world = World()
+
+    async def main() -> None:
+        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
+        async with anyio.create_task_group() as tg:
+            await coord.sync_topology(tg)
+            setup = [namespace("ns"), flavor("default"), cohort("org", quotas("default", cpu="8")),
+                     cohort("team", parent="org"), cluster_queue("cq", quotas("default", cpu="0"), cohort="team"),
+                     local_queue("lq", "ns", "cq")]
+            jobs = [workload(f"w{i}", "ns", "lq", created=i, cpu="2") for i in range(4)]
+            for m in [*setup, *jobs]:
+                await coord.apply(m, tg)
+            await coord.run_to_quiescence()
+            assert admitted(world) == {"ns/w0", "ns/w1", "ns/w2", "ns/w3"}  # all borrowed from org
+            await coord.finish("ns/w0")
+            await coord.apply(cohort("org", quotas("default", cpu="10")), tg)  # reconfigures at once
+            await coord.drain_cohorts()
+            usage = {name: a.node.usage.get(FR, 0) for name, a in coord.cohorts.items()}
+            assert usage == {"org": 6000, "team": 6000}
+            await coord.run_to_quiescence()
+            assert qn.violations((await coord.assemble()).nodes()) == []
+            coord.stop()
+
+    anyio.run(main)
