@@ -53,7 +53,9 @@ class ClusterQueueActor(NodeActor):
         return QueueSample(self.name, active=self.queue.heap_size(), inadmissible=len(self.queue.inadmissible),
                            admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox)
 
-    async def handle(self, msg: Any) -> Any:
+    def handle(self, msg: Any) -> Any:
+        """A value, or a coroutine for the messages that wait on the parent (the runtime
+        awaits it): most messages never wait, and a coroutine per message was measurable."""
         match msg:
             case Nominate(known=known, limit=limit, requeue_parked=requeue_parked, seen=seen):
                 if requeue_parked:
@@ -84,13 +86,8 @@ class ClusterQueueActor(NodeActor):
                 return wl.key in self.queue.inadmissible
             case RequeueParked():
                 return self.queue.requeue_inadmissible()
-            case Admit(workload=wl, usage=usage, flavors=flavors, at=at):
-                answer = await self.reserve(wl.key, usage)
-                if isinstance(answer, Granted):
-                    wl.admit(self.name, dict(usage), flavors, at=at)
-                    self.admitted[wl.key] = wl
-                    self.version += 1
-                return answer
+            case Admit():
+                return self._admit(msg)
             case Revert(key=key):
                 wl = self.admitted.pop(key)
                 self.version += 1
@@ -120,7 +117,7 @@ class ClusterQueueActor(NodeActor):
                     return None
                 self.admitted[wl.key] = wl
                 self.version += 1
-                return await self.reserve(wl.key, wl.usage, force=True)
+                return self.reserve(wl.key, wl.usage, force=True)
             case Report():
                 return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()), self.version)
             case Recharge():
@@ -128,7 +125,16 @@ class ClusterQueueActor(NodeActor):
                 for wl in self.admitted.values():
                     for fr, v in wl.usage.items():
                         total[fr] = total.get(fr, 0) + v
-                return await self.reserve("recharge", total, force=True)
+                return self.reserve("recharge", total, force=True)
             case Fingerprint():
                 return (self.queue.peek_keys(), tuple(sorted(self.queue.inadmissible)))
-        return await self.handle_node(msg)
+        return self.handle_node(msg)
+
+    async def _admit(self, msg: Admit) -> Any:
+        wl = msg.workload
+        answer = await self.reserve(wl.key, msg.usage)
+        if isinstance(answer, Granted):
+            wl.admit(self.name, dict(msg.usage), msg.flavors, at=msg.at)
+            self.admitted[wl.key] = wl
+            self.version += 1
+        return answer

@@ -18,5 +18,5 @@ class CohortActor(NodeActor):
     def __init__(self, name: str) -> None:
         super().__init__(name, is_cohort=True)
 
-    async def handle(self, msg: Any) -> Any:
-        return await self.handle_node(msg)
+    def handle(self, msg: Any) -> Any:
+        return self.handle_node(msg)

@@ -6,11 +6,13 @@ is told its limits, subtree quota and parent actor, and ClusterQueues re-charge 
 admitted usage up the tree) and the round clock.  A round:
 
 1. the finishes posted since the last round are collected (their releases ran
-   concurrently); ``Nominate`` goes to every ClusterQueue actor at once: it first
+   concurrently, climbing the tree as tells); arrivals since then ride, deferred, on
+   each queue's ``Nominate``, which goes to every ClusterQueue actor at once: it first
    requeues its parked workloads if its tree was marked, pops its head (if active) and
    reports its balance, and its admitted set only if that changed; ``Report`` only from
    the Cohort actors below which something changed.  The cycle-start snapshot is
-   assembled from the balances the actors own (Kueue's snapshot, built from its owners);
+   assembled from the balances the actors own (Kueue's snapshot, built from its owners),
+   the Cohorts read a level at a time, deepest first, so every release has landed;
 2. under a clock, each tree's dead rounds are folded (:meth:`Coordinator._fold`,
    :mod:`kueued.scheduling.verdicts`): queues parked the heads the verdicts answer
    ahead, and keep as many parks as the whole tree's rounds were dead;
@@ -26,8 +28,9 @@ admitted usage up the tree) and the round clock.  A round:
 
 A round that admits, evicts and parks nothing leaves every queue as it was, so the
 next would repeat it: that is quiescence.  Everything a round starts is an ask it
-awaits or a tell ahead of the next ask to the same actor, so nothing is in flight when
-it is detected.
+awaits, a tell or deferred tell ahead of the next ask to the same actor, or a release
+climbing ahead of the next level-by-level read, so nothing a reader could miss is in
+flight when it is detected.
 """
 
 from __future__ import annotations
@@ -234,7 +237,9 @@ class Coordinator:
             self.unrouted[key] = why or f"ClusterQueue {cq} doesn't exist"
             return
         self._idle.pop(cq, None)
-        self.cluster_queues[cq].tell(Enqueue(wl))  # ahead of the next Nominate in its mailbox
+        # rides on the next message to the queue (its next Nominate, a Finish, a drain):
+        # handled where a tell would be, without waking the queue once per arrival
+        self.cluster_queues[cq].defer(Enqueue(wl))
 
     async def finish(self, key: str) -> None:
         """A workload finished: it leaves the World, its actor releases the quota, and the

@@ -72,13 +72,15 @@ class NodeActor(Actor):
                 return answer
         return Granted()
 
-    async def handle_node(self, msg: Any) -> Any:
-        """The messages every node answers: borrow requests, releases, reports, configuration."""
+    def handle_node(self, msg: Any) -> Any:
+        """The messages every node answers: borrow requests, releases, reports, configuration.
+
+        A borrow request is answered by a coroutine (the runtime awaits it), the rest at once."""
         match msg:
             case _Force(workload=w, amounts=a):
-                return await self.reserve(w, a, force=True)
+                return self.reserve(w, a, force=True)
             case Reserve(workload=w, amounts=a):
-                return await self.reserve(w, a)
+                return self.reserve(w, a)
             case Release(workload=w, amounts=a):
                 self.release(w, a)
                 return None
