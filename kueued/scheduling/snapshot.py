@@ -44,7 +44,7 @@ class ResourceGroup:
 
 class ClusterQueueSnapshot:
     __slots__ = ("name", "spec", "node", "groups", "group_of", "workloads", "active",
-                 "inactive_reason", "fair_weight", "admission_scope", "_heights")
+                 "inactive_reason", "fair_weight", "admission_scope", "_heights", "touched")
 
     def __init__(self, name: str, spec: api.ClusterQueueSpec, node: QuotaNode,
                  *, active: bool = True, inactive_reason: str = "") -> None:
@@ -61,6 +61,8 @@ class ClusterQueueSnapshot:
         self.admission_scope = bool(spec.admission_scope and spec.admission_scope.admission_mode
                                     == "UsageBasedAdmissionFairSharing")
         self._heights: list[tuple[int, ...]] = []  # one cell, shared with every clone
+        # the owning Snapshot's set of queues whose usage moved (Snapshot.register sets it)
+        self.touched: set[str] = set()
 
     # --- shortcuts onto the quota node -------------------------------------------------------
     @property
@@ -96,10 +98,12 @@ class ClusterQueueSnapshot:
         return all(v <= self.available(fr) for fr, v in usage.items())
 
     def add_usage(self, usage: dict[FR, int]) -> None:
+        self.touched.add(self.name)
         for fr, v in usage.items():
             qn.add_usage(self.node, fr, v)
 
     def remove_usage(self, usage: dict[FR, int]) -> None:
+        self.touched.add(self.name)
         for fr, v in usage.items():
             qn.remove_usage(self.node, fr, v)
 
@@ -140,9 +144,13 @@ class Snapshot:
         self._derived: dict[str, tuple[dict[str, WorkloadInfo], dict[str, Any]]] = {}
         self.steady_cache: dict[Any, Any] | None = None  # a dict only inside steady()
         self._cycle_copy: Snapshot | None = None  # cycle_copy's clone, made on first use
+        # ClusterQueues whose usage or admitted set moved since the cycle copy last matched
+        # (on the live snapshot: by the engine; on the copy: by the cycle that used it)
+        self._touched: set[str] = set()
 
     def register(self, item: ClusterQueueSnapshot | CohortSnapshot) -> None:
         if isinstance(item, ClusterQueueSnapshot):
+            item.touched = self._touched
             self.cluster_queues[item.name] = item
         else:
             self.cohorts[item.name] = item
@@ -220,6 +228,7 @@ class Snapshot:
         copy = self._cycle_copy
         if copy is None:
             copy = self._cycle_copy = self.clone()
+            self._touched.clear()
         elif refresh:
             copy.refresh(self)
         else:
@@ -227,15 +236,37 @@ class Snapshot:
         return copy
 
     def refresh(self, live: Snapshot) -> None:
-        """Make this snapshot, a :meth:`clone` of ``live``'s forest, equal to ``live`` again."""
+        """Make this snapshot, a :meth:`clone` of ``live``'s forest, equal to ``live`` again.
+
+        Only what moved is copied: the ClusterQueues whose usage went up or down on either
+        side since the copy last matched (every such change passes through
+        :meth:`ClusterQueueSnapshot.add_usage` / ``remove_usage``, which note the queue),
+        with their admitted sets and every Cohort above them.  Fair sharing's ordering adds
+        and takes back usage on the nodes directly, so under fair sharing all is copied.
+        """
         mine = self.cluster_queues
-        for name, cq in live.cluster_queues.items():
+        if self.fair_sharing or live.fair_sharing:
+            names: Iterable[str] = live.cluster_queues
+            cohort_names: Iterable[str] = live.cohorts
+        else:
+            names = self._touched | live._touched
+            above: set[str] = set()
+            for name in names:
+                node = live.cluster_queues[name].node.parent
+                while node is not None and node.name not in above:
+                    above.add(node.name)
+                    node = node.parent
+            cohort_names = above
+        for name in names:
+            cq = live.cluster_queues[name]
             c = mine[name]
             c.node.usage = dict(cq.node.usage)
             c.workloads = dict(cq.workloads)
-        cohorts = self.cohorts
-        for name, co in live.cohorts.items():
-            cohorts[name].node.usage = dict(co.node.usage)
+        cohorts, theirs = self.cohorts, live.cohorts
+        for name in cohort_names:
+            cohorts[name].node.usage = dict(theirs[name].node.usage)
+        self._touched.clear()
+        live._touched.clear()
         self.drop_derived()
 
     def drop_derived(self) -> None:
