@@ -19,6 +19,7 @@ import msgspec
 from kueued.errors import FieldError
 from kueued.model import api
 from kueued.model.quantity import QuantityError, parse
+from kueued.model.validation import validate_object
 from kueued.model.validation.configuration import parse_duration
 from kueued.scheduling.elastic import DEFAULT_DELAY_EVICT_TIME
 from kueued.scheduling.workload import WorkloadInfo
@@ -46,14 +47,6 @@ class Settings(msgspec.Struct, kw_only=True):
     # Koordinator's ElasticQuotaArgs.delayEvictTime (Configuration ``elasticQuota.delayEvictTime``):
     # seconds a group stays above its runtime before forced recycling evicts (default 120).
     delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
-
-
-def _validate(manifest: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
-    try:
-        from kueued.model.validation import validate_object
-    except ImportError:  # pragma: no cover - only while the validation package is being written
-        return []
-    return validate_object(manifest, old=old)
 
 
 def _node_errors(manifest: dict[str, Any]) -> list[FieldError]:
@@ -104,7 +97,7 @@ class World:
             elif kind == "Node":
                 errors = _node_errors(manifest)
             elif kind in api.KINDS:
-                errors = _validate(manifest, old)
+                errors = validate_object(manifest, old=old)
             else:
                 return Change.NONE, key
             obj = None

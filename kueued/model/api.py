@@ -5,6 +5,12 @@ manifests decode as they are and encode back unchanged in the fields we know.
 Unknown fields are ignored on decode; validation (``kueued.model.validation``) runs on
 the raw manifest first, so by the time a Struct is built the object is known good.
 
+The Structs are not tracked by the garbage collector (``gc=False``): they are built only
+by :func:`decode`, as trees of fresh values that cannot refer back to them, so they are
+never part of a reference cycle, and a scheduler holding 50,000 Workloads would otherwise
+have the collector walk some ten Structs per Workload on every pass.  Whoever builds one
+by hand must keep it acyclic too (a cycle through an untracked Struct is never freed).
+
 Quantities stay as their wire strings here; ``kueued.model.quantity.parse`` turns them
 into exact milli-units where quota code needs numbers (``kueued.scheduling.workload``
 and ``kueued.quota.build``).  Defaults are Kueue's API defaults (see
@@ -20,7 +26,7 @@ import msgspec
 Quantity = str | int | float
 
 
-class _Base(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+class _Base(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True, gc=False):
     pass
 
 

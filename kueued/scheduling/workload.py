@@ -10,6 +10,7 @@ ignores them, even where the ClusterQueue does not cover them.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 
 from kueued.model import api
@@ -23,6 +24,13 @@ def timestamp(text: str | None) -> float:
     """RFC 3339 to epoch seconds; a missing stamp sorts first."""
     if not text:
         return 0.0
+    return _epoch(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch(text: str) -> float:
+    """Remembered: workloads created in the same second share their stamp, and a burst of
+    arrivals is many workloads a second."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
@@ -30,8 +38,13 @@ def pod_requests(spec: api.PodSpec) -> dict[str, int]:
     """One pod's effective requests in milli-units."""
     total: dict[str, int] = {}
     for c in spec.containers:
-        for name, value in _container_requests(c).items():
-            total[name] = total.get(name, 0) + value
+        resources = c.resources
+        if resources.limits:
+            for name, value in _container_requests(c).items():
+                total[name] = total.get(name, 0) + value
+        else:  # the usual container: requests alone, no limit to stand in for one
+            for name, q in resources.requests.items():
+                total[name] = total.get(name, 0) + parse(q)
     for c in spec.init_containers:
         for name, value in _container_requests(c).items():
             total[name] = max(total.get(name, 0), value)
@@ -76,10 +89,11 @@ class WorkloadInfo:
         self.created = timestamp(meta.creation_timestamp)
         self.pod_sets = []
         for ps in obj.spec.pod_sets:
-            per_pod = pod_requests(ps.template.spec)
+            pod = ps.template.spec
+            count = ps.count
+            per_pod = pod_requests(pod)
             self.pod_sets.append(PodSetRequest(
-                ps.name, ps.count,
-                {r: v * ps.count for r, v in sorted(per_pod.items()) if v}, ps.template.spec))
+                ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v}, pod))
         self.cluster_queue: str | None = None
         self.usage: dict[FR, int] = {}
         self.assigned_flavors: dict[str, dict[str, str]] = {}

@@ -27,8 +27,15 @@ and defaults matter to the rules (CEL runs after defaulting), so each rule reads
 with their Kueue defaults in mind.  References to other objects (a missing cohort, flavor
 or LocalQueue) are never errors here: Kueue resolves them later, at scheduling time.
 
+Every rule runs for every object, but not always afresh: a batch system sends the same few
+Workload specs thousands of times, so the Workload spec and pod templates are checked once
+per content and replayed from a bounded memo (:mod:`.memo`), and the string grammars
+remember their verdict per string.  Anything whose errors name the object (its metadata)
+or depend on another version (``old``) is checked every time.
+
 Modules: :mod:`.fields` (error wording, typed reads), :mod:`.names` (name, label,
-selector and quantity grammars), :mod:`.meta` (metadata, Namespace), then one module per
+selector and quantity grammars), :mod:`.meta` (metadata, Namespace), :mod:`.memo`
+(verdicts remembered by content), then one module per
 kind: :mod:`.clusterqueue` (ClusterQueue and Cohort), :mod:`.localqueue`,
 :mod:`.resourceflavor`, :mod:`.workload`, :mod:`.priorityclass`, :mod:`.configuration`;
 and :mod:`.policy`, kueued's own ``kueued.io/admission-policy`` annotation.

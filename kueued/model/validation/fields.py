@@ -127,7 +127,12 @@ class Errors:
 # ---- typed reads -------------------------------------------------------------------------------
 
 def mapping(errs: Errors, value: object, path: str) -> dict[str, Any]:
-    """The value as a dict; absent (None) reads as empty, anything else is a type error."""
+    """The value as a dict; absent (None) reads as empty, anything else is a type error.
+
+    A dict comes back as itself, not a copy: validators read what they are given, never
+    write to it."""
+    if type(value) is dict:
+        return value
     if value is None:
         return {}
     if isinstance(value, Mapping):

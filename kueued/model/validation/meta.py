@@ -9,7 +9,7 @@ context's namespace, so absence is not an error here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kueued.errors import FieldError
@@ -21,7 +21,7 @@ __all__ = ["check_metadata", "validate_namespace"]
 
 
 def check_metadata(errs: Errors, obj: dict[str, Any], *,
-                   name_rule: Callable[[str], list[str]] = dns_subdomain_errors,
+                   name_rule: Callable[[str], Sequence[str]] = dns_subdomain_errors,
                    namespaced: bool = False) -> dict[str, Any]:
     """Check ``metadata`` and return it as a dict (empty when missing or malformed)."""
     meta = mapping(errs, obj.get("metadata"), "metadata")

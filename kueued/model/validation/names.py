@@ -10,10 +10,14 @@ Quantities are checked against the CRD's int-or-string pattern and then read *ex
 (:func:`exact`): Kueue compares ``resource.Quantity`` values without rounding, so
 ``lendingLimit: 1n`` against ``nominalQuota: 0`` must compare as 1e-9 > 0, not as the
 milli-unit ceiling :func:`kueued.model.quantity.parse` gives.
+
+The grammars return their messages as tuples, so that those applied to strings that repeat
+(label keys and values, namespaces) can remember their verdict per string.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -59,35 +63,43 @@ _LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanu
 
 
 # ---- grammars: each returns the apimachinery messages, empty when valid ------------------------
+# Label keys and values, namespaces and resource names repeat across objects, so their
+# grammars remember verdicts by the string (messages are tuples: shared, never mutated);
+# object names are mostly unique, so dns_subdomain_errors does not.
 
-def dns_subdomain_errors(value: str) -> list[str]:
+def dns_subdomain_errors(value: str) -> tuple[str, ...]:
+    if len(value) <= 253 and DNS1123_SUBDOMAIN.match(value):
+        return ()
     msgs = []
     if len(value) > 253:
         msgs.append("must be no more than 253 characters")
     if not DNS1123_SUBDOMAIN.match(value):
         msgs.append(_SUBDOMAIN_MSG)
-    return msgs
+    return tuple(msgs)
 
 
-def dns_label_errors(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def dns_label_errors(value: str) -> tuple[str, ...]:
     msgs = []
     if len(value) > 63:
         msgs.append("must be no more than 63 characters")
     if not DNS1123_LABEL.match(value):
         msgs.append(_LABEL_MSG)
-    return msgs
+    return tuple(msgs)
 
 
-def dns1035_label_errors(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def dns1035_label_errors(value: str) -> tuple[str, ...]:
     msgs = []
     if len(value) > 63:
         msgs.append("must be no more than 63 characters")
     if not DNS1035_LABEL.match(value):
         msgs.append(_DNS1035_MSG)
-    return msgs
+    return tuple(msgs)
 
 
-def qualified_name_errors(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def qualified_name_errors(value: str) -> tuple[str, ...]:
     """``IsQualifiedName``: an optional DNS-subdomain prefix and '/', then a 63-char name."""
     parts = value.split("/")
     if len(parts) == 1:
@@ -100,9 +112,9 @@ def qualified_name_errors(value: str) -> list[str]:
         else:
             msgs = [f"prefix part {m}" for m in dns_subdomain_errors(prefix)]
     else:
-        return ["a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "
+        return ("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "
                 "start and end with an alphanumeric character with an optional DNS subdomain prefix "
-                "and '/' (e.g. 'example.com/MyName')"]
+                "and '/' (e.g. 'example.com/MyName')",)
     if not name:
         msgs.append("name part must be non-empty")
     else:
@@ -110,16 +122,17 @@ def qualified_name_errors(value: str) -> list[str]:
             msgs.append("name part must be no more than 63 characters")
         if not _QUALIFIED_PART.match(name):
             msgs.append(_NAME_PART_MSG)
-    return msgs
+    return tuple(msgs)
 
 
-def label_value_errors(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def label_value_errors(value: str) -> tuple[str, ...]:
     msgs = []
     if len(value) > 63:
         msgs.append("must be no more than 63 characters")
     if not _LABEL_VALUE.match(value):
         msgs.append(_LABEL_VALUE_MSG)
-    return msgs
+    return tuple(msgs)
 
 
 # ---- field checks ------------------------------------------------------------------------------
@@ -152,6 +165,8 @@ def labels(errs: Errors, value: object, path: str) -> dict[str, Any]:
 
 def annotations(errs: Errors, value: object, path: str) -> None:
     """``ValidateAnnotations``: qualified-name keys, string values, 256 KiB in total."""
+    if value is None:
+        return
     found = mapping(errs, value, path)
     total = 0
     for k, v in found.items():

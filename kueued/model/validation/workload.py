@@ -20,6 +20,11 @@ count may shrink (``ElasticJobsViaWorkloadSlices``), and while both versions hol
 queue name, the priority-class reference and reclaimable counts may not go back.  An
 admission, once set, can be cleared but not edited.  Quantities compare by value, so
 ``"1000m"`` re-applied as ``"1"`` is no change.
+
+The spec's verdict depends on the spec alone (its paths are fixed, it names no object), so
+it is remembered by content (:data:`_SPECS`, with the pod-set counts the status checks
+need), and so are pod templates, for specs that differ only in a count or a name.  The
+metadata, the status and the update rules are checked for every object.
 """
 
 from __future__ import annotations
@@ -28,11 +33,10 @@ import copy
 import math
 from typing import Any
 
-import msgspec
-
 from kueued.errors import FieldError
 
 from .fields import Errors, boolean, child, enum, index, integer, key, mapping, sequence, string
+from .memo import VerdictMemo
 from .meta import check_metadata
 from .names import DNS1123_LABEL, exact, quantity, reference
 
@@ -58,18 +62,13 @@ def has_condition(obj: dict[str, Any] | None, kind: str) -> bool:
 def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
     errs = Errors()
     check_metadata(errs, obj, namespaced=True)
-    spec = mapping(errs, obj.get("spec"), "spec")
-    counts = _pod_sets(errs, spec.get("podSets"), "spec.podSets")
-    n_pod_sets = len(spec["podSets"]) if isinstance(spec.get("podSets"), list) else 0
-    reference(errs, spec.get("queueName"), "spec.queueName")
-    _priority(errs, spec)
-    boolean(errs, spec.get("active"), "spec.active")
-    integer(errs, spec.get("maximumExecutionTimeSeconds"), "spec.maximumExecutionTimeSeconds", minimum=1)
+    counts, n_pod_sets = _SPECS(errs, obj.get("spec"), "spec")  # counts: shared, read-only
     status = mapping(errs, obj.get("status"), "status")
-    _conditions(errs, status.get("conditions"), "status.conditions")
-    if has_condition(obj, "QuotaReserved") and status.get("admission") is not None:
-        _admission(errs, status.get("admission"), "status.admission", counts, n_pod_sets)
-    _reclaimable_pods(errs, status.get("reclaimablePods"), "status.reclaimablePods", counts)
+    if status:  # a new workload has none: no conditions, admission or reclaimable pods
+        _conditions(errs, status.get("conditions"), "status.conditions")
+        if has_condition(obj, "QuotaReserved") and status.get("admission") is not None:
+            _admission(errs, status.get("admission"), "status.admission", counts, n_pod_sets)
+        _reclaimable_pods(errs, status.get("reclaimablePods"), "status.reclaimablePods", counts)
     if old is not None:
         _update(errs, obj, old)
     return errs.items
@@ -77,8 +76,21 @@ def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[F
 
 # ---- spec ---------------------------------------------------------------------------------
 
+def _check_spec(errs: Errors, value: object, path: str) -> tuple[dict[str, int], int]:
+    """Check the spec; return the pod-set counts by (defaulted) name and the number of pod
+    sets, for the status checks.  Remembered by content (:data:`_SPECS`)."""
+    spec = mapping(errs, value, path)
+    counts = _pod_sets(errs, spec.get("podSets"), "spec.podSets")
+    n_pod_sets = len(spec["podSets"]) if isinstance(spec.get("podSets"), list) else 0
+    reference(errs, spec.get("queueName"), "spec.queueName")
+    _priority(errs, spec)
+    boolean(errs, spec.get("active"), "spec.active")
+    integer(errs, spec.get("maximumExecutionTimeSeconds"), "spec.maximumExecutionTimeSeconds", minimum=1)
+    return counts, n_pod_sets
+
+
 def _pod_sets(errs: Errors, value: object, path: str) -> dict[str, int]:
-    """Check the pod sets; return their counts by (defaulted) name for the status checks."""
+    """Check the pod sets; return their counts by (defaulted) name."""
     if value is None:
         errs.required(path, "at least one podSet is required")
     counts: dict[str, int] = {}
@@ -102,7 +114,7 @@ def _pod_sets(errs: Errors, value: object, path: str) -> dict[str, int]:
         _topology_request(errs, ps.get("topologyRequest"), child(p, "topologyRequest"))
         if ps.get("template") is None:
             errs.required(child(p, "template"))
-        _template(errs, ps.get("template"), child(p, "template"))
+        _TEMPLATES(errs, ps.get("template"), child(p, "template"))
     if with_min_count > 1:
         errs.invalid(path, with_min_count, "at most one podSet can use minCount")
     return counts
@@ -119,31 +131,6 @@ def _topology_request(errs: Errors, value: object, path: str) -> None:
     boolean(errs, request.get("unconstrained"), child(path, "unconstrained"))
     for field in ("subGroupCount", "podSetSliceSize"):
         integer(errs, request.get(field), child(path, field))
-
-
-_TEMPLATE_VERDICTS: dict[tuple[str, bytes], list[FieldError]] = {}
-_TEMPLATE_VERDICTS_MAX = 4096
-_encode = msgspec.json.Encoder().encode
-
-
-def _template(errs: Errors, value: object, path: str) -> None:
-    """A pod template's errors, remembered by its content and path: a batch system sees the
-    same few templates thousands of times (Kueue's large-scale run: 3 templates, 50,000
-    workloads), and checking one is most of what validating a Workload costs."""
-    try:
-        key = (path, _encode(value))
-    except (TypeError, msgspec.EncodeError):  # not JSON-like: check it afresh
-        _check_template(errs, value, path)
-        return
-    found = _TEMPLATE_VERDICTS.get(key)
-    if found is None:
-        fresh = Errors()
-        _check_template(fresh, value, path)
-        found = fresh.items
-        if len(_TEMPLATE_VERDICTS) >= _TEMPLATE_VERDICTS_MAX:
-            _TEMPLATE_VERDICTS.clear()
-        _TEMPLATE_VERDICTS[key] = found
-    errs.items.extend(found)
 
 
 def _check_template(errs: Errors, value: object, path: str) -> None:
@@ -175,6 +162,13 @@ def _resources(errs: Errors, value: object, path: str) -> None:
             if name == "pods":
                 errs.invalid(p, "pods", "the key is reserved for internal kueue use")
             quantity(errs, amount, p, non_negative=True)
+
+
+# A batch system submits the same few specs over and over (Kueue's large-scale run: 3,000
+# specs, 50,000 workloads) and checking them was most of what validating a Workload cost;
+# specs that differ in a detail (a count, a time limit) still share a few pod templates.
+_SPECS: VerdictMemo[tuple[dict[str, int], int]] = VerdictMemo(_check_spec, maxsize=4096)
+_TEMPLATES: VerdictMemo[None] = VerdictMemo(_check_template, maxsize=4096)
 
 
 def _priority(errs: Errors, spec: dict[str, Any]) -> None:
