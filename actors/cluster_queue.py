@@ -14,6 +14,7 @@ from typing import Any
 from actors.messages import (
     Admit,
     Adopt,
+    Denied,
     Enqueue,
     Evict,
     Fingerprint,
@@ -130,10 +131,18 @@ class ClusterQueueActor(NodeActor):
                 return (self.queue.peek_keys(), tuple(sorted(self.queue.inadmissible)))
         return self.handle_node(msg)
 
-    async def _admit(self, msg: Admit) -> Any:
-        wl = msg.workload
-        answer = await self.reserve(wl.key, msg.usage)
+    def _admit(self, msg: Admit) -> Any:
+        answer = self.reserve(msg.workload.key, msg.usage)
+        if isinstance(answer, Granted | Denied):
+            return self._reserved(answer, msg)
+        return self._reserving(answer, msg)  # the parent answers later
+
+    async def _reserving(self, pending: Any, msg: Admit) -> Any:
+        return self._reserved(await pending, msg)
+
+    def _reserved(self, answer: Any, msg: Admit) -> Any:
         if isinstance(answer, Granted):
+            wl = msg.workload
             wl.admit(self.name, dict(msg.usage), msg.flavors, at=msg.at)
             self.admitted[wl.key] = wl
             self.version += 1

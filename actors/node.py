@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.messages import Configure, Denied, FRAmounts, Granted, NodeReport, Release, Report, Reserve
-from actors.runtime import Actor
+from actors.runtime import Actor, Reply
 from kueued.quota import node as qn
 from kueued.quota.node import QuotaNode
 
@@ -31,6 +31,8 @@ __all__ = ["NodeActor"]
 
 
 class NodeActor(Actor):
+    handles_at_once = True  # most of a round's messages find their queue idle (actors.runtime)
+
     def __init__(self, name: str, *, is_cohort: bool) -> None:
         super().__init__(name)
         self.node = QuotaNode(name, is_cohort=is_cohort)
@@ -51,7 +53,9 @@ class NodeActor(Actor):
                 out[fr] = sign * c
         return out
 
-    async def reserve(self, workload: str, amounts: FRAmounts, *, force: bool = False) -> Granted | Denied:
+    def reserve(self, workload: str, amounts: FRAmounts, *, force: bool = False) -> Any:
+        """Reserve here and, for what climbs, above: the answer (:class:`Granted` or
+        :class:`Denied`), or a coroutine for it when the parent could not answer at once."""
         has_parent = self.parent is not None
         if not force:
             for fr, v in amounts.items():
@@ -63,14 +67,22 @@ class NodeActor(Actor):
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) + v
         if charges and self.parent is not None:
-            # no timeout of its own: the coordinator's ask that started the chain has one
             request = Reserve(workload, charges) if not force else _Force(workload, charges)
-            answer = await self.parent.post(request).result()
-            if isinstance(answer, Denied):
-                for fr, v in amounts.items():
-                    self.node.usage[fr] -= v
-                return answer
-        return Granted()
+            reply = self.parent.post(request)
+            if reply.done:  # the parent was idle and answered at once
+                return self._parent_answered(reply.value if reply.ok else _raise(reply.value), amounts)
+            return self._await_parent(reply, amounts)
+        return _GRANTED
+
+    async def _await_parent(self, reply: Reply, amounts: FRAmounts) -> Granted | Denied:
+        # no timeout of its own: the coordinator's ask that started the chain has one
+        return self._parent_answered(await reply.result(), amounts)
+
+    def _parent_answered(self, answer: Granted | Denied, amounts: FRAmounts) -> Granted | Denied:
+        if isinstance(answer, Denied):
+            for fr, v in amounts.items():
+                self.node.usage[fr] -= v
+        return answer
 
     def handle_node(self, msg: Any) -> Any:
         """The messages every node answers: borrow requests, releases, reports, configuration.
@@ -106,6 +118,13 @@ class NodeActor(Actor):
             self.node.usage[fr] = self.node.usage.get(fr, 0) - v
         if charges and self.parent is not None:
             self.parent.tell(Release(workload, charges))
+
+
+_GRANTED = Granted()
+
+
+def _raise(exc: BaseException) -> Any:
+    raise exc
 
 
 class _Force(Reserve):

@@ -22,6 +22,20 @@ coordinator's per-round requeues (one per queue) travel on the next round's ``No
 instead of waking every queue twice a round.  ``drain`` waits until everything sent or
 deferred so far is handled, for an owner about to read an actor's state directly.
 
+*Handling at once.*  An actor class may set ``handles_at_once``: a message posted or told
+to such an actor while it sits idle (waiting on an empty mailbox, not inside a handler)
+is handled right there, in the sender's task, instead of waking the actor's task for it.
+Nothing can tell the difference: the actor still handles one message at a time, in the
+order sent (its mailbox was empty and nothing was deferred ahead of the message), and the
+reply is settled before ``post`` returns, so the asker does not wait at all.  A handler
+that has to wait (it returns a coroutine: a borrow request climbing the tree) is not run
+there: the coroutine, not yet started, goes to the actor's task as the first message in
+its mailbox, with whatever came with it.  At a thousand ClusterQueues a round asks every
+queue and most are idle, so most of a round's messages become calls (one task wake-up
+and one future fewer each).  An actor busy with a message, or whose task is suspended
+in a handler, takes the next one through its mailbox as before, so a message that comes
+back round (a parent telling the child that is telling it) never re-enters a handler.
+
 Quiescence needs no sleeping: what the coordinator starts is an ``ask`` it awaits, a
 ``tell`` that sits ahead of its next ask to the same actor, or a posted ask it collects
 before the next round reads a balance, so when a round returns no message is in flight.
@@ -120,12 +134,16 @@ class Reply:
 
 
 class _Envelope:
-    __slots__ = ("msg", "reply", "before")
+    __slots__ = ("msg", "reply", "before", "started")
 
-    def __init__(self, msg: Any, reply: Reply | None, before: list[Any] | None = None) -> None:
+    def __init__(self, msg: Any, reply: Reply | None, before: list[Any] | None = None,
+                 started: Any = None) -> None:
         self.msg = msg
         self.reply = reply
         self.before = before  # deferred tells, handled first (Actor.defer)
+        # a handler's coroutine, made (not started) when the message was handled at once;
+        # it is ``before[0]``'s when ``before`` is still to come, else ``msg``'s
+        self.started = started
 
 
 _FLUSH = object()
@@ -173,6 +191,11 @@ class _Mailbox:
             await self._wakeup.wait()
         return self._items.popleft()
 
+    @property
+    def idle(self) -> bool:
+        """Is the owner waiting in :meth:`get` on an empty mailbox (not inside a handler)?"""
+        return self._wakeup is not None
+
     def take_all(self) -> list[_Envelope]:
         items = list(self._items)
         self._items.clear()
@@ -184,11 +207,13 @@ class _Mailbox:
 
 class Actor:
     ask_timeout: float = 60.0
+    handles_at_once: bool = False  # see the module docstring
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._mailbox = _Mailbox()
         self._deferred: list[Any] | None = None
+        self._busy = False  # inside a handler run at once
         self.handled = 0
 
     # --- the shell ---------------------------------------------------------------------------
@@ -211,19 +236,26 @@ class Actor:
                 env.reply.settle(False, ActorStopped(self.name))
 
     async def _dispatch(self, env: _Envelope) -> None:
+        started = env.started
         if env.before is not None:
             for msg in env.before:  # deferred tells: a failure is the actor's, as a tell's is
-                self.handled += 1
-                result = self.handle(msg)
+                if started is not None:  # this one was handled at once and has to wait
+                    result, started = started, None
+                else:
+                    self.handled += 1
+                    result = self.handle(msg)
                 if inspect.isawaitable(result):
                     await result
         if env.msg is _FLUSH:
             if env.reply is not None:
                 env.reply.settle(True, None)
             return
-        self.handled += 1
         try:
-            result = self.handle(env.msg)
+            if started is not None:
+                result = started
+            else:
+                self.handled += 1
+                result = self.handle(env.msg)
             if inspect.isawaitable(result):
                 result = await result
             ok, value = True, result
@@ -234,6 +266,45 @@ class Actor:
         if env.reply is not None:
             env.reply.settle(ok, value)
 
+    def _at_once(self, env: _Envelope) -> None:
+        """Handle ``env`` in the sender's task (the actor is idle); a handler that returns a
+        coroutine hands it, with what is left of the envelope, to the actor's task."""
+        self._busy = True
+        try:
+            before = env.before
+            if before is not None:
+                for i, msg in enumerate(before):
+                    self.handled += 1
+                    result = self.handle(msg)
+                    if inspect.isawaitable(result):
+                        self._mailbox.put(_Envelope(env.msg, env.reply, before[i:], result))
+                        return
+            if env.msg is _FLUSH:
+                if env.reply is not None:
+                    env.reply.settle(True, None)
+                return
+            self.handled += 1
+            try:
+                result = self.handle(env.msg)
+            except Exception as exc:
+                if env.reply is None:
+                    raise
+                env.reply.settle(False, exc)
+                return
+            if inspect.isawaitable(result):
+                self._mailbox.put(_Envelope(env.msg, env.reply, None, result))
+            elif env.reply is not None:
+                env.reply.settle(True, result)
+        finally:
+            self._busy = False
+
+    def _deliver(self, env: _Envelope) -> None:
+        mailbox = self._mailbox
+        if self.handles_at_once and mailbox.idle and not self._busy:
+            self._at_once(env)
+        else:
+            mailbox.put(env)
+
     def handle(self, msg: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -242,7 +313,7 @@ class Actor:
         if self._mailbox.closed:
             raise ActorStopped(self.name)
         before, self._deferred = self._deferred, None
-        self._mailbox.put(_Envelope(msg, None, before))
+        self._deliver(_Envelope(msg, None, before))
 
     def defer(self, msg: Any) -> None:
         """A tell that travels with the next message posted to this actor.
@@ -276,7 +347,7 @@ class Actor:
             raise ActorStopped(self.name)
         reply = Reply(self.name, self._mailbox.loop)
         before, self._deferred = self._deferred, None
-        self._mailbox.put(_Envelope(msg, reply, before))
+        self._deliver(_Envelope(msg, reply, before))
         return reply
 
     def stop(self) -> None:

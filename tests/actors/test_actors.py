@@ -71,6 +71,107 @@ def test_deferred_tells_ride_on_the_next_message_and_are_handled_first() -> None
     anyio.run(main)
 
 
+class AtOnce(Actor):
+    """Logs what it handles; "slow:x" waits for ``gate`` (a coroutine), "ping:x" asks ``peer``."""
+
+    handles_at_once = True
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        super().__init__(name)
+        self.log = log
+        self.gate = anyio.Event()
+        self.peer: AtOnce | None = None
+        self.depth = 0  # handlers running right now: never more than one
+
+    def handle(self, msg):
+        self.depth += 1
+        try:
+            assert self.depth == 1, "a handler was re-entered"
+            kind, _, arg = msg.partition(":")
+            if kind == "slow":
+                return self._slow(msg)
+            if kind == "ping" and self.peer is not None:
+                self.log.append(f"{self.name}<{msg}")
+                return self.peer.post(f"pong:{arg}")  # a Reply: the peer is busy or answers at once
+            self.log.append(f"{self.name}<{msg}")
+            return f"{self.name}:{msg}"
+        finally:
+            self.depth -= 1
+
+    async def _slow(self, msg):
+        await self.gate.wait()
+        self.log.append(f"{self.name}<{msg}")
+        return "slow done"
+
+
+def test_an_idle_actor_handles_at_once_in_order_and_never_reenters() -> None:
+    async def main():
+        log: list[str] = []
+        a, b = AtOnce("a", log), AtOnce("b", log)
+        a.peer, b.peer = b, a
+        async with anyio.create_task_group() as tg:
+            await tg.start(a.run)
+            await tg.start(b.run)
+            a.defer("d1")
+            reply = a.post("x")
+            assert reply.done and reply.value == "a:x"  # answered before post returned
+            assert log == ["a<d1", "a<x"] and a.stats().handled == 2
+            # a handler that waits goes to the actor's task; what follows queues behind it
+            slow = a.post("slow:1")
+            after = a.post("y")
+            assert not slow.done and not after.done and log == ["a<d1", "a<x"]
+            a.gate.set()
+            assert await slow.result(5) == "slow done" and await after.result(5) == "a:y"
+            assert log[2:] == ["a<slow:1", "a<y"]
+            # a asks b, whose handler asks a back: a is busy, so b's message waits in a's mailbox
+            log.clear()
+            pong = b.post("ping:1")  # b handles at once, posting pong:1 to a (idle: at once)
+            assert pong.done and log == ["b<ping:1", "a<pong:1"]
+            log.clear()
+            nested = a.post("ping:2")  # a handles at once, asks b ("pong:2" -> b at once)
+            assert nested.done and log == ["a<ping:2", "b<pong:2"]
+            for actor in (a, b):
+                actor.stop()
+    anyio.run(main)
+
+
+class _Relay(AtOnce):
+    """On "relay:x" it asks its peer, which asks it back while it is still handling."""
+
+    def handle(self, msg):
+        if msg.startswith("relay:") and self.peer is not None:
+            self.depth += 1
+            try:
+                assert self.depth == 1
+                inner = self.peer.post(f"back:{msg}")
+                self.log.append(f"{self.name}<{msg}")
+                return inner
+            finally:
+                self.depth -= 1
+        if msg.startswith("back:") and self.peer is not None:
+            return self.peer.post(f"echo:{msg}")  # the relaying actor is busy: queued
+        return super().handle(msg)
+
+
+def test_a_message_back_to_a_busy_actor_waits_for_its_turn() -> None:
+    async def main():
+        log: list[str] = []
+        a, b = _Relay("a", log), _Relay("b", log)
+        a.peer, b.peer = b, a
+        async with anyio.create_task_group() as tg:
+            await tg.start(a.run)
+            await tg.start(b.run)
+            outer = a.post("relay:1")
+            assert outer.done  # a's answer is b's Reply, whose answer is a's queued echo
+            echo = outer.value.value  # b answered at once with a's Reply for the echo
+            assert not echo.done  # a was inside its handler: the echo went to its mailbox
+            assert await echo.result(5) == "a:echo:back:relay:1"
+            assert log == ["a<relay:1", "a<echo:back:relay:1"]
+            for actor in (a, b):
+                actor.stop()
+    anyio.run(main)
+
+
 async def _actor_tree(tg, nodes) -> dict[str, NodeActor]:
     actors: dict[str, NodeActor] = {}
     for name, n in nodes.items():
@@ -159,8 +260,8 @@ def test_a_denial_high_up_unwinds_every_reservation_below() -> None:
             root.configure({}, {FR: 1000}, None)
             mid.configure({FR: qn.Limits(0, None, None)}, {FR: 0}, root)
             leaf.configure({FR: qn.Limits(0, None, None)}, {FR: 0}, mid)
-            assert isinstance(await leaf.reserve("a", {FR: 800}), Granted)
-            denied = await leaf.reserve("b", {FR: 800})
+            assert isinstance(await leaf.ask(Reserve("a", {FR: 800})), Granted)
+            denied = await leaf.ask(Reserve("b", {FR: 800}))
             assert isinstance(denied, Denied) and denied.node == "root"
             assert (leaf.node.usage[FR], mid.node.usage[FR], root.node.usage[FR]) == (800, 800, 800)
             await mid.ask(Release("a", {FR: 800}))
