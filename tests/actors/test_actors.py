@@ -72,7 +72,8 @@ def test_deferred_tells_ride_on_the_next_message_and_are_handled_first() -> None
 
 
 class AtOnce(Actor):
-    """Logs what it handles; "slow:x" waits for ``gate`` (a coroutine), "ping:x" asks ``peer``."""
+    """Logs what it handles; "slow:x" waits for ``gate`` (a coroutine), "ping:x" asks ``peer``,
+    "relay:x" asks ``peer``, which asks this one back ("back:" -> "echo:")."""
 
     handles_at_once = True
 
@@ -93,6 +94,12 @@ class AtOnce(Actor):
             if kind == "ping" and self.peer is not None:
                 self.log.append(f"{self.name}<{msg}")
                 return self.peer.post(f"pong:{arg}")  # a Reply: the peer is busy or answers at once
+            if kind == "relay" and self.peer is not None:  # the peer asks back while this one handles
+                inner = self.peer.post(f"back:{msg}")
+                self.log.append(f"{self.name}<{msg}")
+                return inner
+            if kind == "back" and self.peer is not None:
+                return self.peer.post(f"echo:{msg}")  # the relaying actor is busy: queued
             self.log.append(f"{self.name}<{msg}")
             return f"{self.name}:{msg}"
         finally:
@@ -135,28 +142,10 @@ def test_an_idle_actor_handles_at_once_in_order_and_never_reenters() -> None:
     anyio.run(main)
 
 
-class _Relay(AtOnce):
-    """On "relay:x" it asks its peer, which asks it back while it is still handling."""
-
-    def handle(self, msg):
-        if msg.startswith("relay:") and self.peer is not None:
-            self.depth += 1
-            try:
-                assert self.depth == 1
-                inner = self.peer.post(f"back:{msg}")
-                self.log.append(f"{self.name}<{msg}")
-                return inner
-            finally:
-                self.depth -= 1
-        if msg.startswith("back:") and self.peer is not None:
-            return self.peer.post(f"echo:{msg}")  # the relaying actor is busy: queued
-        return super().handle(msg)
-
-
 def test_a_message_back_to_a_busy_actor_waits_for_its_turn() -> None:
     async def main():
         log: list[str] = []
-        a, b = _Relay("a", log), _Relay("b", log)
+        a, b = AtOnce("a", log), AtOnce("b", log)
         a.peer, b.peer = b, a
         async with anyio.create_task_group() as tg:
             await tg.start(a.run)
