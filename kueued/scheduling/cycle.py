@@ -214,8 +214,11 @@ def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], pre
             e.message = "preemption targets overlap with another workload's"
         return
     # Kueue's ``fits``: this cycle's victims and the entry's own targets are gone.
-    gone = {**victims, **{t.workload.key: t.workload for t in e.targets}}
-    with snapshot.without(gone.values()):
+    if victims or e.targets:
+        gone = {**victims, **{t.workload.key: t.workload for t in e.targets}}
+        with snapshot.without(gone.values()):
+            fits = cq.fits(e.assignment.usage)
+    else:  # nothing to take out (the usual head): no context to enter
         fits = cq.fits(e.assignment.usage)
     if not fits:
         e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
