@@ -212,10 +212,17 @@ class Coordinator:
             await self.route_all()
 
     async def _drop(self, wl: WorkloadInfo) -> None:
-        """Take a workload's old version out of its queue or, if admitted, release its quota."""
+        """Take a workload's old version out of its queue or, if admitted, release its quota.
+
+        Only the queue that holds it is asked: the one it is admitted in, or the one its
+        LocalQueue routes to (a routing change re-routes every pending workload at once,
+        so that is where it waits).  A workload that routes nowhere is asked of every queue.
+        """
         self._idle.clear()
-        for name, actor in self.cluster_queues.items():
-            if await actor.ask(Finish(wl.key)) and wl.admitted:
+        name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
+        holders = [name] if name in self.cluster_queues else list(self.cluster_queues)
+        for name in holders:
+            if await self.cluster_queues[name].ask(Finish(wl.key)) and wl.admitted:
                 self._changed(name)
                 self._requeue_tree(name)
 

@@ -114,3 +114,29 @@ def test_a_release_still_climbing_lands_before_a_reconfiguration() -> None:
             coord.stop()
 
     anyio.run(main)
+
+
+def test_a_changed_workload_is_taken_out_of_its_own_queue_only() -> None:
+    world = World()
+
+    async def main() -> None:
+        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
+        async with anyio.create_task_group() as tg:
+            await coord.sync_topology(tg)
+            setup = [namespace("ns"), flavor("default")]
+            for q in ("a", "b", "c"):
+                setup += [cluster_queue(f"cq-{q}", quotas("default", cpu="1")), local_queue(q, "ns", f"cq-{q}")]
+            for m in [*setup, workload("big", "ns", "a", created=1, cpu="4")]:
+                await coord.apply(m, tg)
+            await coord.run_to_quiescence()
+            assert admitted(world) == set()  # too big: it waits in cq-a
+            handled = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
+            await coord.apply(workload("big", "ns", "a", created=1, cpu="1"), tg)  # it shrinks
+            after = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
+            assert after["cq-b"] == handled["cq-b"] and after["cq-c"] == handled["cq-c"]
+            assert after["cq-a"] > handled["cq-a"]
+            await coord.run_to_quiescence()
+            assert admitted(world) == {"ns/big"}  # the new version, queued once, got in
+            coord.stop()
+
+    anyio.run(main)
