@@ -80,8 +80,11 @@ class ClusterQueueActor(NodeActor):
             case Enqueue(workload=wl):
                 self.queue.push(wl)
                 return None
-            case Forget(key=key):
-                return self.queue.remove(key)
+            case Forget(keys=keys):
+                held = [wl.key for wl in self.queue.pending() if wl.key in keys]
+                for key in held:
+                    self.queue.remove(key)
+                return len(held)
             case Requeue(workload=wl, reason=reason):
                 self.queue.requeue(wl, reason)
                 return wl.key in self.queue.inadmissible

@@ -229,10 +229,9 @@ class Coordinator:
     async def _reroute_pending(self) -> None:
         self._idle.clear()
         self.verdicts.forget(self.forest, self.world.settings)  # namespaces or LocalQueues changed
-        for wl in self.world.workloads.values():
-            if not wl.admitted:
-                for actor in self.cluster_queues.values():
-                    await actor.ask(Forget(wl.key))
+        pending = frozenset(key for key, wl in self.world.workloads.items() if not wl.admitted)
+        for actor in self.cluster_queues.values():  # one message a queue, not one a workload
+            await actor.ask(Forget(pending))
         await self.route_all()
 
     # --- a timeline's hooks (kueued.timeline): route_all and _drop for one workload ----------

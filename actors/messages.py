@@ -107,7 +107,10 @@ class Enqueue(Msg):
 
 
 class Forget(Msg):
-    key: str
+    """Take these workloads out of the queue, wherever they wait (a routing change sends
+    every queue the whole pending set at once; each drops only what it holds)."""
+
+    keys: frozenset[str]
 
 
 class Requeue(Msg):

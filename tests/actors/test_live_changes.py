@@ -140,3 +140,36 @@ def test_a_changed_workload_is_taken_out_of_its_own_queue_only() -> None:
             coord.stop()
 
     anyio.run(main)
+
+
+def test_a_routing_change_moves_pending_workloads_to_their_new_queue() -> None:
+    world = World()
+
+    async def main() -> None:
+        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
+        async with anyio.create_task_group() as tg:
+            await coord.sync_topology(tg)
+            setup = [namespace("ns"), flavor("default"), cluster_queue("small", quotas("default", cpu="1")),
+                     cluster_queue("large", quotas("default", cpu="8")), local_queue("lq", "ns", "small")]
+            jobs = [workload(f"w{i}", "ns", "lq", created=i, cpu="4") for i in range(5)]
+            for m in [*setup, *jobs]:
+                await coord.apply(m, tg)
+            await coord.run_to_quiescence()
+            assert admitted(world) == set()
+            # clusterQueue is immutable: the LocalQueue is deleted and made again, pointing elsewhere
+            handled = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
+            await coord.delete(local_queue("lq", "ns", "small"), tg)
+            keys = {f"ns/w{i}" for i in range(5)}
+            assert {wl.key for wl in coord.cluster_queues["small"].queue.pending()} == set()
+            assert set(coord.unrouted) == keys
+            # one message a queue for the whole pending set, not one per pending workload
+            assert {n: a.stats().handled - handled[n] for n, a in coord.cluster_queues.items()} == {
+                "small": 1, "large": 1}
+            await coord.apply(local_queue("lq", "ns", "large"), tg)
+            assert {wl.key for wl in coord.cluster_queues["large"].queue.pending()} == keys
+            await coord.run_to_quiescence()
+            assert admitted(world) == {"ns/w0", "ns/w1"}  # 8 cpu: two of the five
+            assert {world.workloads[k].cluster_queue for k in admitted(world)} == {"large"}
+            coord.stop()
+
+    anyio.run(main)
