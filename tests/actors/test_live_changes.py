@@ -7,7 +7,10 @@ at the time of admission, that nothing crashed, and what the step should change.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import anyio
+from anyio.abc import TaskGroup
 
 from actors.coordinator import Coordinator
 from kueued.kube.port import InMemoryPort
@@ -86,90 +89,84 @@ def test_tree_changes_while_running() -> None:
     anyio.run(main)
 
 
+def live(body: Callable[[Coordinator, TaskGroup, World], Awaitable[None]]) -> World:
+    """Run ``body`` against a started coordinator on an empty World; returns the World."""
+    world = World()
+
+    async def main() -> None:
+        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
+        async with anyio.create_task_group() as tg:
+            await coord.sync_topology(tg)
+            await body(coord, tg, world)
+            coord.stop()
+
+    anyio.run(main)
+    return world
+
+
+async def settle(coord: Coordinator, tg: TaskGroup, *manifests: dict) -> None:
+    for m in manifests:
+        await coord.apply(m, tg)
+    await coord.run_to_quiescence()
+
+
 def test_a_release_still_climbing_lands_before_a_reconfiguration() -> None:
     """A finish releases up the tree as tells; a topology change right after it (no round
     between) leaves every Cohort with exactly what its children still hold: the release
     counted once, before the balances are rebuilt."""
-    world = World()
-
-    async def main() -> None:
-        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
-        async with anyio.create_task_group() as tg:
-            await coord.sync_topology(tg)
-            setup = [namespace("ns"), flavor("default"), cohort("org", quotas("default", cpu="8")),
+    async def body(coord: Coordinator, tg: TaskGroup, world: World) -> None:
+        await settle(coord, tg, namespace("ns"), flavor("default"), cohort("org", quotas("default", cpu="8")),
                      cohort("team", parent="org"), cluster_queue("cq", quotas("default", cpu="0"), cohort="team"),
-                     local_queue("lq", "ns", "cq")]
-            jobs = [workload(f"w{i}", "ns", "lq", created=i, cpu="2") for i in range(4)]
-            for m in [*setup, *jobs]:
-                await coord.apply(m, tg)
-            await coord.run_to_quiescence()
-            assert admitted(world) == {"ns/w0", "ns/w1", "ns/w2", "ns/w3"}  # all borrowed from org
-            await coord.finish("ns/w0")
-            await coord.apply(cohort("org", quotas("default", cpu="10")), tg)  # reconfigures at once
-            await coord.drain_cohorts()
-            usage = {name: a.node.usage.get(FR, 0) for name, a in coord.cohorts.items()}
-            assert usage == {"org": 6000, "team": 6000}
-            await coord.run_to_quiescence()
-            assert qn.violations((await coord.assemble()).nodes()) == []
-            coord.stop()
+                     local_queue("lq", "ns", "cq"),
+                     *(workload(f"w{i}", "ns", "lq", created=i, cpu="2") for i in range(4)))
+        assert admitted(world) == {"ns/w0", "ns/w1", "ns/w2", "ns/w3"}  # all borrowed from org
+        await coord.finish("ns/w0")
+        await coord.apply(cohort("org", quotas("default", cpu="10")), tg)  # reconfigures at once
+        await coord.drain_cohorts()
+        usage = {name: a.node.usage.get(FR, 0) for name, a in coord.cohorts.items()}
+        assert usage == {"org": 6000, "team": 6000}
+        await coord.run_to_quiescence()
+        assert qn.violations((await coord.assemble()).nodes()) == []
 
-    anyio.run(main)
+    live(body)
 
 
 def test_a_changed_workload_is_taken_out_of_its_own_queue_only() -> None:
-    world = World()
+    async def body(coord: Coordinator, tg: TaskGroup, world: World) -> None:
+        setup = [namespace("ns"), flavor("default")]
+        for q in ("a", "b", "c"):
+            setup += [cluster_queue(f"cq-{q}", quotas("default", cpu="1")), local_queue(q, "ns", f"cq-{q}")]
+        await settle(coord, tg, *setup, workload("big", "ns", "a", created=1, cpu="4"))
+        assert admitted(world) == set()  # too big: it waits in cq-a
+        handled = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
+        await coord.apply(workload("big", "ns", "a", created=1, cpu="1"), tg)  # it shrinks
+        after = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
+        assert after["cq-b"] == handled["cq-b"] and after["cq-c"] == handled["cq-c"]
+        assert after["cq-a"] > handled["cq-a"]
+        await coord.run_to_quiescence()
+        assert admitted(world) == {"ns/big"}  # the new version, queued once, got in
 
-    async def main() -> None:
-        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
-        async with anyio.create_task_group() as tg:
-            await coord.sync_topology(tg)
-            setup = [namespace("ns"), flavor("default")]
-            for q in ("a", "b", "c"):
-                setup += [cluster_queue(f"cq-{q}", quotas("default", cpu="1")), local_queue(q, "ns", f"cq-{q}")]
-            for m in [*setup, workload("big", "ns", "a", created=1, cpu="4")]:
-                await coord.apply(m, tg)
-            await coord.run_to_quiescence()
-            assert admitted(world) == set()  # too big: it waits in cq-a
-            handled = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
-            await coord.apply(workload("big", "ns", "a", created=1, cpu="1"), tg)  # it shrinks
-            after = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
-            assert after["cq-b"] == handled["cq-b"] and after["cq-c"] == handled["cq-c"]
-            assert after["cq-a"] > handled["cq-a"]
-            await coord.run_to_quiescence()
-            assert admitted(world) == {"ns/big"}  # the new version, queued once, got in
-            coord.stop()
-
-    anyio.run(main)
+    live(body)
 
 
 def test_a_routing_change_moves_pending_workloads_to_their_new_queue() -> None:
-    world = World()
+    async def body(coord: Coordinator, tg: TaskGroup, world: World) -> None:
+        keys = {f"ns/w{i}" for i in range(5)}
+        await settle(coord, tg, namespace("ns"), flavor("default"), cluster_queue("small", quotas("default", cpu="1")),
+                     cluster_queue("large", quotas("default", cpu="8")), local_queue("lq", "ns", "small"),
+                     *(workload(f"w{i}", "ns", "lq", created=i, cpu="4") for i in range(5)))
+        assert admitted(world) == set()
+        # clusterQueue is immutable: the LocalQueue is deleted and made again, pointing elsewhere
+        handled = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
+        await coord.delete(local_queue("lq", "ns", "small"), tg)
+        assert {wl.key for wl in coord.cluster_queues["small"].queue.pending()} == set()
+        assert set(coord.unrouted) == keys
+        # one message a queue for the whole pending set, not one per pending workload
+        assert {n: a.stats().handled - handled[n] for n, a in coord.cluster_queues.items()} == {"small": 1, "large": 1}
+        await coord.apply(local_queue("lq", "ns", "large"), tg)
+        assert {wl.key for wl in coord.cluster_queues["large"].queue.pending()} == keys
+        await coord.run_to_quiescence()
+        assert admitted(world) == {"ns/w0", "ns/w1"}  # 8 cpu: two of the five
+        assert {world.workloads[k].cluster_queue for k in admitted(world)} == {"large"}
 
-    async def main() -> None:
-        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
-        async with anyio.create_task_group() as tg:
-            await coord.sync_topology(tg)
-            setup = [namespace("ns"), flavor("default"), cluster_queue("small", quotas("default", cpu="1")),
-                     cluster_queue("large", quotas("default", cpu="8")), local_queue("lq", "ns", "small")]
-            jobs = [workload(f"w{i}", "ns", "lq", created=i, cpu="4") for i in range(5)]
-            for m in [*setup, *jobs]:
-                await coord.apply(m, tg)
-            await coord.run_to_quiescence()
-            assert admitted(world) == set()
-            # clusterQueue is immutable: the LocalQueue is deleted and made again, pointing elsewhere
-            handled = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
-            await coord.delete(local_queue("lq", "ns", "small"), tg)
-            keys = {f"ns/w{i}" for i in range(5)}
-            assert {wl.key for wl in coord.cluster_queues["small"].queue.pending()} == set()
-            assert set(coord.unrouted) == keys
-            # one message a queue for the whole pending set, not one per pending workload
-            assert {n: a.stats().handled - handled[n] for n, a in coord.cluster_queues.items()} == {
-                "small": 1, "large": 1}
-            await coord.apply(local_queue("lq", "ns", "large"), tg)
-            assert {wl.key for wl in coord.cluster_queues["large"].queue.pending()} == keys
-            await coord.run_to_quiescence()
-            assert admitted(world) == {"ns/w0", "ns/w1"}  # 8 cpu: two of the five
-            assert {world.workloads[k].cluster_queue for k in admitted(world)} == {"large"}
-            coord.stop()
-
-    anyio.run(main)
+    live(body)
