@@ -170,46 +170,59 @@ class Coordinator:
                 await actor.drain()  # a deferred requeue must be back in its queue, read below
         queued = {wl.key for a in self.cluster_queues.values() for wl in a.queue.pending()}
         for wl in self.world.workloads.values():
-            if wl.admitted:
-                actor = self.cluster_queues.get(wl.cluster_queue or "")
-                if actor is not None:
-                    await actor.ask(Adopt(wl))
-                    self._changed(wl.cluster_queue)
-                continue
-            if wl.key in queued:
-                continue
-            cq, why = self.world.route(wl)
-            if cq is None or cq not in self.cluster_queues:
-                self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
-                continue
-            await self.cluster_queues[cq].ask(Enqueue(wl))
-            snap_cq = self.forest.cluster_queues[cq]
-            if not snap_cq.active:
-                self.reasons[wl.key] = snap_cq.inactive_reason
+            if wl.admitted or wl.key not in queued:
+                await self._place(wl)
+
+    async def _place(self, wl: WorkloadInfo) -> None:
+        """One workload into the running system: adopted by the queue it is admitted in, else
+        queued where its LocalQueue routes (or noted as unrouted, with why)."""
+        self.unrouted.pop(wl.key, None)
+        if wl.admitted:
+            actor = self.cluster_queues.get(wl.cluster_queue or "")
+            if actor is not None:
+                await actor.ask(Adopt(wl))
+                self._changed(wl.cluster_queue)
+            return
+        cq, why = self.world.route(wl)
+        if cq is None or cq not in self.cluster_queues:
+            self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
+            return
+        self._idle.pop(cq, None)
+        await self.cluster_queues[cq].ask(Enqueue(wl))
+        snap_cq = self.forest.cluster_queues[cq]
+        if not snap_cq.active:
+            self.reasons[wl.key] = snap_cq.inactive_reason
 
     # --- changes while running ---------------------------------------------------------------
     async def apply(self, manifest: dict, tg: TaskGroup) -> Change:
         """Apply one object to the running system (a watch event in the daemon)."""
-        old = self.world.workloads.get(_workload_key(manifest))
+        key = _workload_key(manifest)
+        old = self.world.workloads.get(key)
         change, _ = self.world.apply(manifest)
-        await self._react(change, old, tg)
+        await self._react(change, key, old, tg)
         return change
 
     async def delete(self, manifest: dict, tg: TaskGroup) -> Change:
-        old = self.world.workloads.get(_workload_key(manifest))
+        key = _workload_key(manifest)
+        old = self.world.workloads.get(key)
         change, _ = self.world.delete(manifest)
-        await self._react(change, old, tg)
+        await self._react(change, key, old, tg)
         return change
 
-    async def _react(self, change: Change, old: WorkloadInfo | None, tg: TaskGroup) -> None:
+    async def _react(self, change: Change, key: str, old: WorkloadInfo | None, tg: TaskGroup) -> None:
         if change is Change.TOPOLOGY:
             await self.sync_topology(tg)
         elif change is Change.ROUTING:
             await self._reroute_pending()
         elif change is Change.WORKLOAD:
+            # only this workload moves: its old version out, its new one (if any) in
             if old is not None:
                 await self._drop(old)
-            await self.route_all()
+            wl = self.world.workloads.get(key)
+            if wl is not None:
+                await self._place(wl)
+            else:
+                self.unrouted.pop(key, None)
 
     async def _drop(self, wl: WorkloadInfo) -> None:
         """Take a workload's old version out of its queue or, if admitted, release its quota.

@@ -170,3 +170,22 @@ def test_a_routing_change_moves_pending_workloads_to_their_new_queue() -> None:
         assert {world.workloads[k].cluster_queue for k in admitted(world)} == {"large"}
 
     live(body)
+
+
+def test_a_new_workload_touches_only_its_own_queue() -> None:
+    """Applying one workload places that workload: the others, admitted or waiting, are not
+    walked again (a daemon with thousands of workloads would otherwise do that per event)."""
+    async def body(coord: Coordinator, tg: TaskGroup, world: World) -> None:
+        await settle(coord, tg, namespace("ns"), flavor("default"),
+                     cluster_queue("cq-a", quotas("default", cpu="10")), local_queue("a", "ns", "cq-a"),
+                     cluster_queue("cq-b", quotas("default", cpu="1")), local_queue("b", "ns", "cq-b"),
+                     *(workload(f"a{i}", "ns", "a", created=i, cpu="1") for i in range(12)))
+        assert len(admitted(world)) == 10
+        handled = {name: a.stats().handled for name, a in coord.cluster_queues.items()}
+        await coord.apply(workload("b0", "ns", "b", created=99, cpu="1"), tg)
+        assert coord.cluster_queues["cq-a"].stats().handled == handled["cq-a"]
+        assert coord.cluster_queues["cq-b"].stats().handled == handled["cq-b"] + 1  # its Enqueue
+        await coord.run_to_quiescence()
+        assert "ns/b0" in admitted(world) and len(admitted(world)) == 11
+
+    live(body)
