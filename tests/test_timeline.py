@@ -218,3 +218,18 @@ def test_a_settle_stops_after_one_cycle_when_an_event_is_due_and_the_next_resume
     assert cycles[0] == 1 and first == ["ns/a"]
     assert cycles[1] >= 2  # b..e still had to park, one per cycle
     assert last == ["ns/a"]
+
+
+@pytest.mark.parametrize("runner", ENGINES)
+def test_the_real_clock_plays_a_small_trace_to_its_end(runner) -> None:
+    """Live against the wall clock: one cpu, three 1-cpu workloads of 50 ms each, so they run
+    one after another whatever the machine's speed; only orderings are asserted, not times."""
+    run = simulate_timed([*one_queue("1"), *(timed(n, at=0.01 * i, runtime=0.05) for i, n in enumerate("abc"))],
+                         runner=runner, engine="x", real=True)
+    t = run.summary.workloads
+    assert all(t[f"ns/{n}"].finished_ms is not None for n in "abc")
+    order = sorted("abc", key=lambda n: t[f"ns/{n}"].admitted_ms)
+    assert order == ["a", "b", "c"]  # FIFO by arrival
+    for first, then in zip(order, order[1:], strict=False):
+        assert t[f"ns/{then}"].admitted_ms >= t[f"ns/{first}"].finished_ms  # one cpu: never together
+    assert run.summary.wall_ms >= 150 and run.summary.clock == "real"
