@@ -460,10 +460,13 @@ class Coordinator:
                                       for n in self.forest.cluster_queues[name].node.ancestors()})
         admitted = {id(e) for e in result.admitted}
         now = self.now()
-        reserving = [(e, self.cluster_queues[e.cq].post(Admit(e.wl, dict(e.assignment.usage),  # type: ignore[union-attr]
-                                                             e.assignment.flavors(), now)))  # type: ignore[union-attr]
-                     for e in result.admitted]
-        for e, reply in reserving:
+        reserving = []
+        for e in result.admitted:
+            assert e.assignment is not None
+            flavors = e.assignment.flavors()  # the queue keeps it on the workload, the port is told it
+            reserving.append((e, flavors, self.cluster_queues[e.cq].post(
+                Admit(e.wl, dict(e.assignment.usage), flavors, now))))
+        for e, flavors, reply in reserving:
             assert e.assignment is not None
             actor = self.cluster_queues[e.cq]
             answer = await reply.result(actor.ask_timeout)
@@ -474,7 +477,7 @@ class Coordinator:
                              f"{answer.used} + request, above {answer.allowed}")
                 admitted.discard(id(e))
                 continue
-            if not await self.port.admit(e.wl.key, cluster_queue=e.cq, flavors=e.assignment.flavors(),
+            if not await self.port.admit(e.wl.key, cluster_queue=e.cq, flavors=flavors,
                                          usage=e.assignment.usage):
                 await actor.ask(Revert(e.wl.key))
                 self.reasons[e.wl.key] = "the API server refused the admission; retrying"
