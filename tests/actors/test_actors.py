@@ -111,7 +111,8 @@ class AtOnce(Actor):
         return "slow done"
 
 
-def test_an_idle_actor_handles_at_once_in_order_and_never_reenters() -> None:
+def _pair(body) -> None:
+    """Run ``body(a, b, log)`` with two started AtOnce actors that know each other."""
     async def main():
         log: list[str] = []
         a, b = AtOnce("a", log), AtOnce("b", log)
@@ -119,46 +120,44 @@ def test_an_idle_actor_handles_at_once_in_order_and_never_reenters() -> None:
         async with anyio.create_task_group() as tg:
             await tg.start(a.run)
             await tg.start(b.run)
-            a.defer("d1")
-            reply = a.post("x")
-            assert reply.done and reply.value == "a:x"  # answered before post returned
-            assert log == ["a<d1", "a<x"] and a.stats().handled == 2
-            # a handler that waits goes to the actor's task; what follows queues behind it
-            slow = a.post("slow:1")
-            after = a.post("y")
-            assert not slow.done and not after.done and log == ["a<d1", "a<x"]
-            a.gate.set()
-            assert await slow.result(5) == "slow done" and await after.result(5) == "a:y"
-            assert log[2:] == ["a<slow:1", "a<y"]
-            # a asks b, whose handler asks a back: a is busy, so b's message waits in a's mailbox
-            log.clear()
-            pong = b.post("ping:1")  # b handles at once, posting pong:1 to a (idle: at once)
-            assert pong.done and log == ["b<ping:1", "a<pong:1"]
-            log.clear()
-            nested = a.post("ping:2")  # a handles at once, asks b ("pong:2" -> b at once)
-            assert nested.done and log == ["a<ping:2", "b<pong:2"]
+            await body(a, b, log)
             for actor in (a, b):
                 actor.stop()
     anyio.run(main)
+
+
+def test_an_idle_actor_handles_at_once_in_order() -> None:
+    async def body(a: AtOnce, b: AtOnce, log: list[str]) -> None:
+        a.defer("d1")
+        reply = a.post("x")
+        assert reply.done and reply.value == "a:x"  # answered before post returned
+        assert log == ["a<d1", "a<x"] and a.stats().handled == 2
+        # a handler that waits goes to the actor's task; what follows queues behind it
+        slow = a.post("slow:1")
+        after = a.post("y")
+        assert not slow.done and not after.done and log == ["a<d1", "a<x"]
+        a.gate.set()
+        assert await slow.result(5) == "slow done" and await after.result(5) == "a:y"
+        assert log[2:] == ["a<slow:1", "a<y"]
+        # an idle actor asked from inside another's handler answers at once too, either way round
+        log.clear()
+        pong = b.post("ping:1")  # b handles at once, posting pong:1 to a (idle: at once)
+        assert pong.done and log == ["b<ping:1", "a<pong:1"]
+        log.clear()
+        nested = a.post("ping:2")  # a handles at once, asks b ("pong:2" -> b at once)
+        assert nested.done and log == ["a<ping:2", "b<pong:2"]
+    _pair(body)
 
 
 def test_a_message_back_to_a_busy_actor_waits_for_its_turn() -> None:
-    async def main():
-        log: list[str] = []
-        a, b = AtOnce("a", log), AtOnce("b", log)
-        a.peer, b.peer = b, a
-        async with anyio.create_task_group() as tg:
-            await tg.start(a.run)
-            await tg.start(b.run)
-            outer = a.post("relay:1")
-            assert outer.done  # a's answer is b's Reply, whose answer is a's queued echo
-            echo = outer.value.value  # b answered at once with a's Reply for the echo
-            assert not echo.done  # a was inside its handler: the echo went to its mailbox
-            assert await echo.result(5) == "a:echo:back:relay:1"
-            assert log == ["a<relay:1", "a<echo:back:relay:1"]
-            for actor in (a, b):
-                actor.stop()
-    anyio.run(main)
+    async def body(a: AtOnce, b: AtOnce, log: list[str]) -> None:
+        outer = a.post("relay:1")
+        assert outer.done  # a's answer is b's Reply, whose answer is a's queued echo
+        echo = outer.value.value  # b answered at once with a's Reply for the echo
+        assert not echo.done  # a was inside its handler: the echo went to its mailbox
+        assert await echo.result(5) == "a:echo:back:relay:1"
+        assert log == ["a<relay:1", "a<echo:back:relay:1"]
+    _pair(body)
 
 
 async def _actor_tree(tg, nodes) -> dict[str, NodeActor]:
