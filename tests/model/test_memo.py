@@ -40,7 +40,7 @@ def workload(name: object = "wl", *, namespace: object = "team", queue: object =
 
 
 def forget() -> None:
-    workload_rules._SPECS.clear()
+    workload_rules._POD_SETS.clear()
     workload_rules._TEMPLATES.clear()
 
 
@@ -97,9 +97,9 @@ def test_a_remembered_verdict_is_the_fresh_verdict(first: Obj, second: Obj) -> N
 def test_each_object_keeps_its_own_name_in_its_errors() -> None:
     one, two = workload("Bad_One", **BAD_SPEC), workload("Bad_Two", **BAD_SPEC)
     validate_object(one)
-    assert len(workload_rules._SPECS) == 1
+    assert len(workload_rules._POD_SETS) == 1
     errors = validate_object(two)
-    assert len(workload_rules._SPECS) == 1  # the spec's verdict came from the memo
+    assert len(workload_rules._POD_SETS) == 1  # the pod sets' verdict came from the memo
     names = [e.reason for e in errors if e.path == "metadata.name"]
     assert names and all('"Bad_Two"' in r and "Bad_One" not in r for r in names)
     assert paths(errors) >= {"spec.podSets[0].count", "spec.podSets[1]", "spec.priority",

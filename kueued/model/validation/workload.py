@@ -21,10 +21,13 @@ queue name, the priority-class reference and reclaimable counts may not go back.
 admission, once set, can be cleared but not edited.  Quantities compare by value, so
 ``"1000m"`` re-applied as ``"1"`` is no change.
 
-The spec's verdict depends on the spec alone (its paths are fixed, it names no object), so
-it is remembered by content (:data:`_SPECS`, with the pod-set counts the status checks
-need), and so are pod templates, for specs that differ only in a count or a name.  The
-metadata, the status and the update rules are checked for every object.
+The pod sets' verdict depends on the pod sets alone (their paths are fixed, they name no
+object), so it is remembered by content (:data:`_POD_SETS`, with the pod-set counts the
+status checks need), and so are pod templates, for pod sets that differ only in a count or
+a name.  Not the whole spec: its queue name differs per LocalQueue, and a thousand queues
+times a few shapes overflowed a memo of specs.  The rest of the spec (queue, priority,
+active, execution time), the metadata, the status and the update rules are checked for
+every object.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def has_condition(obj: dict[str, Any] | None, kind: str) -> bool:
 def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
     errs = Errors()
     check_metadata(errs, obj, namespaced=True)
-    counts, n_pod_sets = _SPECS(errs, obj.get("spec"), "spec")  # counts: shared, read-only
+    counts, n_pod_sets = _check_spec(errs, obj.get("spec"), "spec")  # counts: shared, read-only
     status = mapping(errs, obj.get("status"), "status")
     if status:  # a new workload has none: no conditions, admission or reclaimable pods
         _conditions(errs, status.get("conditions"), "status.conditions")
@@ -78,9 +81,9 @@ def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[F
 
 def _check_spec(errs: Errors, value: object, path: str) -> tuple[dict[str, int], int]:
     """Check the spec; return the pod-set counts by (defaulted) name and the number of pod
-    sets, for the status checks.  Remembered by content (:data:`_SPECS`)."""
+    sets, for the status checks."""
     spec = mapping(errs, value, path)
-    counts = _pod_sets(errs, spec.get("podSets"), "spec.podSets")
+    counts = _POD_SETS(errs, spec.get("podSets"), "spec.podSets")
     n_pod_sets = len(spec["podSets"]) if isinstance(spec.get("podSets"), list) else 0
     reference(errs, spec.get("queueName"), "spec.queueName")
     _priority(errs, spec)
@@ -167,7 +170,7 @@ def _resources(errs: Errors, value: object, path: str) -> None:
 # A batch system submits the same few specs over and over (Kueue's large-scale run: 3,000
 # specs, 50,000 workloads) and checking them was most of what validating a Workload cost;
 # specs that differ in a detail (a count, a time limit) still share a few pod templates.
-_SPECS: VerdictMemo[tuple[dict[str, int], int]] = VerdictMemo(_check_spec, maxsize=4096)
+_POD_SETS: VerdictMemo[dict[str, int]] = VerdictMemo(_pod_sets, maxsize=4096)
 _TEMPLATES: VerdictMemo[None] = VerdictMemo(_check_template, maxsize=4096)
 
 
