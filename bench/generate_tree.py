@@ -7,7 +7,8 @@ Shape: root -> 4 divisions -> 5 departments each -> 10 groups each (4 cohort lev
 200 leaf cohorts) -> ClusterQueues spread evenly over the groups.  Quota sits at every
 level (some nominal at inner cohorts, borrowing and lending limits on a share of the
 nodes) so the tree math is exercised, and the workloads ask more than the tree holds,
-so the run ends with a mix of admitted and pending workloads.  With ``--runtime N`` every
+so the run ends with a mix of admitted and pending workloads.  ``--quota-scale N``
+multiplies every quota and limit by N (at 10 the tree holds nearly everything at once).  With ``--runtime N`` every
 workload runs a whole number of seconds in 1..N (``kueued.io/runtime``), so a timed
 ``simulate`` admits them all in waves (few distinct event times: cheap virtual clock).
 """
@@ -22,13 +23,14 @@ import yaml
 
 
 def generate(n_cq: int, n_wl: int, seed: int = 1, runtime: int | None = None,
-             preemption: bool = True) -> list[dict]:
+             preemption: bool = True, quota_scale: int = 1) -> list[dict]:
     rnd = random.Random(seed)
     docs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}},
                         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
                          "metadata": {"name": "default"}}]
 
     def cohort(name: str, parent: str | None, nominal: int, limits: bool) -> dict:
+        nominal *= quota_scale
         res: dict = {"name": "cpu", "nominalQuota": str(nominal)}
         if limits and parent:
             res["borrowingLimit"] = str(nominal * 4 + 10)
@@ -50,9 +52,9 @@ def generate(n_cq: int, n_wl: int, seed: int = 1, runtime: int | None = None,
                 docs.append(cohort(name, f"dept-{d}-{p}", 0, False))
                 groups.append(name)
     for i in range(n_cq):
-        res: dict = {"name": "cpu", "nominalQuota": "10"}
+        res: dict = {"name": "cpu", "nominalQuota": str(10 * quota_scale)}
         if i % 3 == 0:
-            res["borrowingLimit"] = "20"
+            res["borrowingLimit"] = str(20 * quota_scale)
         docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{i}"},
                      "spec": {"cohortName": groups[i % len(groups)], "namespaceSelector": {},
                               "queueingStrategy": "BestEffortFIFO",
@@ -83,9 +85,10 @@ def main() -> None:
     ap.add_argument("--runtime", type=int, default=None, help="give each workload a runtime of 1..N seconds")
     ap.add_argument("--no-preemption", action="store_true",
                     help="ClusterQueues without preemption policies (the quota engine alone)")
+    ap.add_argument("--quota-scale", type=int, default=1, help="multiply every quota and limit by N")
     args = ap.parse_args()
     yaml.safe_dump_all(generate(args.cluster_queues, args.workloads, args.seed, args.runtime,
-                                 preemption=not args.no_preemption), sys.stdout,
+                                 preemption=not args.no_preemption, quota_scale=args.quota_scale), sys.stdout,
                        default_flow_style=None, sort_keys=False)
 
 
