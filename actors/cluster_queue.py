@@ -47,6 +47,11 @@ class ClusterQueueActor(NodeActor):
         self.admitted: dict[str, WorkloadInfo] = {}
         self.active = True
         self.version = 0  # moves whenever ``admitted`` does (Nominate sends the set only then)
+        # what changed in ``admitted`` since the version last sent (``_sent``): a Nominate
+        # from a coordinator holding that version gets only this, not the whole set
+        self._sent: int | None = None
+        self._added: dict[str, WorkloadInfo] = {}
+        self._removed: set[str] = set()
         self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None] = ([], None)  # last fold-ahead
 
     def sample(self) -> QueueSample:
@@ -61,9 +66,7 @@ class ClusterQueueActor(NodeActor):
             case Nominate(known=known, limit=limit, requeue_parked=requeue_parked, seen=seen):
                 if requeue_parked:
                     self.queue.requeue_inadmissible()
-                # the admitted set travels only when it changed since the version the coordinator holds
-                report = NodeReport(self.name, dict(self.node.usage),
-                                    tuple(self.admitted.values()) if seen != self.version else None, self.version)
+                report = self._report(seen)
                 if not self.active:
                     return Nomination(None, report)
                 if known is None or not self.queue.can_look_ahead():
@@ -93,37 +96,34 @@ class ClusterQueueActor(NodeActor):
             case Admit():
                 return self._admit(msg)
             case Revert(key=key):
-                wl = self.admitted.pop(key)
-                self.version += 1
+                wl = self._unhold(key)
+                assert wl is not None
                 self.release(key, wl.usage)
                 wl.release()
                 self.queue.push(wl)
                 return None
             case Evict(key=key):
-                wl = self.admitted.pop(key, None)
+                wl = self._unhold(key)
                 if wl is None:
                     return False
-                self.version += 1
                 self.release(key, wl.usage)
                 wl.release()
                 wl.evictions += 1
                 self.queue.push(wl)
                 return True
             case Finish(key=key):
-                wl = self.admitted.pop(key, None)
+                wl = self._unhold(key)
                 if wl is None:
                     return self.queue.remove(key) is not None
-                self.version += 1
                 self.release(key, wl.usage)
                 return True
             case Adopt(workload=wl):
                 if wl.key in self.admitted:
                     return None
-                self.admitted[wl.key] = wl
-                self.version += 1
+                self._hold(wl)
                 return self.reserve(wl.key, wl.usage, force=True)
             case Report():
-                return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()), self.version)
+                return self._report(None)
             case Recharge():
                 total: dict[tuple[str, str], int] = {}
                 for wl in self.admitted.values():
@@ -147,6 +147,36 @@ class ClusterQueueActor(NodeActor):
         if isinstance(answer, Granted):
             wl = msg.workload
             wl.admit(self.name, dict(msg.usage), msg.flavors, at=msg.at)
-            self.admitted[wl.key] = wl
-            self.version += 1
+            self._hold(wl)
         return answer
+
+    # --- the admitted set and what the coordinator holds of it -----------------------------------
+    def _hold(self, wl: WorkloadInfo) -> None:
+        self.admitted[wl.key] = wl
+        self.version += 1
+        # new to the holder, or dropped since the last send (then it is in _removed, and the
+        # holder drops its copy before appending this one: the order matches the set's)
+        self._added[wl.key] = wl
+
+    def _unhold(self, key: str) -> WorkloadInfo | None:
+        wl = self.admitted.pop(key, None)
+        if wl is not None:
+            self.version += 1
+            self._added.pop(key, None)
+            self._removed.add(key)
+        return wl
+
+    def _report(self, seen: int | None) -> NodeReport:
+        """The balance and, for a holder of version ``seen``, the admitted set: nothing when
+        it is current, the changes when it holds the version last sent, else the whole set."""
+        usage = dict(self.node.usage)
+        if seen is not None and seen == self.version:
+            return NodeReport(self.name, usage, None, self.version)
+        if seen is not None and seen == self._sent:
+            report = NodeReport(self.name, usage, None, self.version, True,
+                                tuple(self._added.values()), tuple(self._removed))
+        else:
+            report = NodeReport(self.name, usage, tuple(self.admitted.values()), self.version)
+        self._sent = self.version
+        self._added, self._removed = {}, set()
+        return report

@@ -322,8 +322,15 @@ class Coordinator:
     def _fill(self, snap: Snapshot, rep: NodeReport) -> None:
         cq = snap.cluster_queues[rep.name]
         cq.node.usage = rep.usage
-        if rep.admitted is None:  # unchanged: the set held since that version (a copy: cycles mutate theirs)
-            cq.workloads = dict(self._admitted[rep.name][1])
+        if rep.admitted is None:  # the set held since that version, or its changes since
+            held = self._admitted[rep.name][1]
+            if rep.delta:
+                for key in rep.removed:
+                    held.pop(key, None)
+                for wl in rep.added:
+                    held[wl.key] = wl
+                self._admitted[rep.name] = (rep.version, held)
+            cq.workloads = dict(held)  # a copy: cycles mutate theirs
             return
         workloads = {wl.key: wl for wl in rep.admitted}
         self._admitted[rep.name] = (rep.version, workloads)

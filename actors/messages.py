@@ -52,10 +52,17 @@ class Report(Msg):
 
 
 class NodeReport(Msg):
+    """A node's balance; a ClusterQueue's also says what it holds admitted: the whole set, or
+    (``admitted`` None) nothing new since the version the asker holds, or with ``delta`` the
+    changes since then: drop ``removed``, then add ``added`` in order."""
+
     name: str
     usage: FRAmounts
-    admitted: tuple[Any, ...] | None = ()  # None: unchanged since the version the asker holds
+    admitted: tuple[Any, ...] | None = ()
     version: int = -1
+    delta: bool = False
+    added: tuple[Any, ...] = ()
+    removed: tuple[str, ...] = ()
 
 
 class Configure(Msg):

@@ -45,10 +45,19 @@ class NodeActor(Actor):
         self.parent = parent
 
     def _charges(self, amounts: FRAmounts, sign: int) -> FRAmounts:
+        """What the parent holds more (or, with sign -1, less) once ``amounts`` are charged here:
+        ``parent_share(u + v) - parent_share(u)``, ``parent_share(u) = max(0, u - local_quota)``
+        (the local quota worked out once for both: this runs at every level of every
+        reservation and release)."""
+        node = self.node
+        usage = node.usage
         out = {}
         for fr, v in amounts.items():
-            u = self.node.usage.get(fr, 0)
-            c = qn.parent_share(self.node, fr, u + sign * v) - qn.parent_share(self.node, fr, u)
+            u = usage.get(fr, 0)
+            lq = qn.local_quota(node, fr)
+            after = u + sign * v - lq
+            before = u - lq
+            c = (after if after > 0 else 0) - (before if before > 0 else 0)
             if c:
                 out[fr] = sign * c
         return out
