@@ -26,6 +26,7 @@ from actors.messages import (
     Nomination,
     PopHead,
     Recharge,
+    Replace,
     Report,
     Requeue,
     RequeueParked,
@@ -122,6 +123,13 @@ class ClusterQueueActor(NodeActor):
                     return None
                 self._hold(wl)
                 return self.reserve(wl.key, wl.usage, force=True)
+            case Replace(workload=wl):
+                if wl.key not in self.admitted:
+                    return False
+                self.admitted[wl.key] = wl  # the same place in the set
+                self.version += 1
+                self._added[wl.key] = wl  # the holder replaces its copy in place (or appends it)
+                return True
             case Report():
                 return self._report(None)
             case Recharge():

@@ -58,6 +58,7 @@ from actors.messages import (
     Nominate,
     Nomination,
     Recharge,
+    Replace,
     Report,
     Requeue,
     RequeueParked,
@@ -215,14 +216,36 @@ class Coordinator:
         elif change is Change.ROUTING:
             await self._reroute_pending()
         elif change is Change.WORKLOAD:
+            wl = self.world.workloads.get(key)
+            if old is not None and wl is not None and await self._carry_admission(old, wl):
+                return
             # only this workload moves: its old version out, its new one (if any) in
             if old is not None:
                 await self._drop(old)
-            wl = self.world.workloads.get(key)
             if wl is not None:
                 await self._place(wl)
             else:
                 self.unrouted.pop(key, None)
+
+    async def _carry_admission(self, old: WorkloadInfo, new: WorkloadInfo) -> bool:
+        """Keep an admission across an edit that asks for nothing new, as Kueue does.
+
+        The new version must have the same pod sets and LocalQueue and still route to the
+        same ClusterQueue: a label, an annotation or a priority may change.  The manifest
+        source carries no status, so without this any edit released the quota and queued
+        the workload again.  The queue then holds the new version in the old one's place.
+        """
+        cq = old.cluster_queue
+        if (not old.admitted or new.admitted or cq not in self.cluster_queues
+                or new.queue_name != old.queue_name or new.obj.spec.pod_sets != old.obj.spec.pod_sets
+                or self.world.route(new)[0] != cq):
+            return False
+        new.admit(cq, dict(old.usage), old.assigned_flavors, at=old.reserved_at)  # type: ignore[arg-type]
+        if not await self.cluster_queues[cq].ask(Replace(new)):  # type: ignore[index]
+            new.release()
+            return False
+        self._changed(cq)  # its priority may differ: what preemption would find has changed
+        return True
 
     async def _drop(self, wl: WorkloadInfo) -> None:
         """Take a workload's old version out of its queue or, if admitted, release its quota.

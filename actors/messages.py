@@ -7,7 +7,7 @@ scheduler's ``WorkloadInfo``), never copied.
 Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Release.
 Down the tree: Evict (a reclaim: release a victim and requeue it).
 Coordinator -> ClusterQueue: Nominate (a round's head and balance), PopHead, Enqueue, Forget,
-Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Report.
+Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Replace, Report.
 Coordinator -> any node: Report, Configure, Recharge.
 """
 
@@ -110,6 +110,12 @@ class Unpark(Msg):
 
 
 class Enqueue(Msg):
+    workload: Any
+
+
+class Replace(Msg):
+    """An admitted workload's new version, which keeps the admission: hold it in the old one's place."""
+
     workload: Any
 
 

@@ -189,3 +189,29 @@ def test_a_new_workload_touches_only_its_own_queue() -> None:
         assert "ns/b0" in admitted(world) and len(admitted(world)) == 11
 
     live(body)
+
+
+def test_an_edit_that_asks_for_nothing_new_keeps_the_admission() -> None:
+    """A label (or priority) edit leaves an admitted workload admitted, as in Kueue; a new
+    request releases it and queues it again."""
+    port_log: list = []
+
+    async def body(coord: Coordinator, tg: TaskGroup, world: World) -> None:
+        await settle(coord, tg, namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="2")),
+                     local_queue("lq", "ns", "cq"), workload("a", "ns", "lq", created=1, cpu="2"),
+                     workload("b", "ns", "lq", created=2, cpu="2"))
+        assert admitted(world) == {"ns/a"}
+        labelled = workload("a", "ns", "lq", created=1, cpu="2")
+        labelled["metadata"]["labels"] = {"team": "x"}
+        await settle(coord, tg, labelled)
+        assert admitted(world) == {"ns/a"} and world.workloads["ns/a"].obj.metadata.labels == {"team": "x"}
+        snap = await coord.assemble()
+        assert snap.cluster_queues["cq"].usage(FR) == 2000
+        assert snap.cluster_queues["cq"].workloads["ns/a"] is world.workloads["ns/a"]  # the new version is held
+        port_log.extend(c.workload for c in coord.port.log if c.kind == "admit")
+        await settle(coord, tg, workload("a", "ns", "lq", created=1, cpu="1"))  # asks for less: released
+        assert admitted(world) == {"ns/a"}  # readmitted at once (older than b, which still waits)
+        assert [c.workload for c in coord.port.log if c.kind == "admit"] == ["ns/a", "ns/a"]
+
+    live(body)
+    assert port_log == ["ns/a"]  # the label edit committed nothing
