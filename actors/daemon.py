@@ -117,7 +117,7 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                     unsettled = not coord.quiescent
                     elastic_rounds = await elastic.run_to_quiescence()
                     await elastic.publish()
-                    log.info("settled" if not unsettled else "rounds_paused", changes=changed, rounds=rounds,
+                    log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
                              elastic_rounds=elastic_rounds)
                     if metrics is not None:
                         metrics.rounds.inc(rounds + elastic_rounds)

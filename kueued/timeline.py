@@ -17,8 +17,8 @@ and records what the engine decided.
                                                 which schedules each admitted workload's finish
 
 On the real clock ``until`` says "an event is due": settling stops after a cycle when
-one is (every settle runs at least one), so a finish or an arrival is handled while the queues still cycle, as
-Kueue's scheduler loop runs beside its controllers' event handlers.  Without it a
+one is (every settle runs at least one), so a finish or an arrival is handled while the
+queues still cycle, as Kueue's scheduler loop runs beside its controllers' event handlers.  Without it a
 settle holds every due release back until each ClusterQueue has parked its whole
 pending list, one head per cycle (BestEffortFIFO), and judges it all again after.  On
 the virtual clock no time passes while settling, so ``until`` is never given.

@@ -94,6 +94,18 @@ def test_a_remembered_verdict_is_the_fresh_verdict(first: Obj, second: Obj) -> N
     assert validate_object(copy.deepcopy(second)) == expected_second
 
 
+def test_workloads_of_different_queues_share_their_pod_sets_verdict() -> None:
+    """The memo is keyed on the pod sets, not the whole spec: the queue name differs per
+    LocalQueue, and a memo of specs overflowed at a thousand queues."""
+    forget()
+    for i in range(3):
+        assert validate_object(workload(f"w{i}", queue=f"lq-{i}")) == []
+    assert len(workload_rules._POD_SETS) == 1
+    errors = validate_object(workload("bad", queue="Not_A_Name"))
+    assert [e.path for e in errors] == ["spec.queueName"]  # still checked for every object
+    assert len(workload_rules._POD_SETS) == 1
+
+
 def test_each_object_keeps_its_own_name_in_its_errors() -> None:
     one, two = workload("Bad_One", **BAD_SPEC), workload("Bad_Two", **BAD_SPEC)
     validate_object(one)
