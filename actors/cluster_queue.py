@@ -31,6 +31,7 @@ from actors.messages import (
     Requeue,
     RequeueParked,
     Revert,
+    Sample,
     Unpark,
 )
 from actors.node import NodeActor
@@ -94,6 +95,8 @@ class ClusterQueueActor(NodeActor):
                 return wl.key in self.queue.inadmissible
             case RequeueParked():
                 return self.queue.requeue_inadmissible()
+            case Sample():
+                return self.sample()
             case Admit():
                 return self._admit(msg)
             case Revert(key=key):

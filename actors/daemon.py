@@ -39,6 +39,8 @@ import structlog
 
 from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
+from actors.messages import Sample
+from actors.reasons import ReasonLog
 from kueued.kube.port import ApiPort, InMemoryPort
 from kueued.metrics import Metrics
 from kueued.model.api import object_key
@@ -92,6 +94,7 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
         sd_notify("READY=1")
         log.info("daemon_ready", manifests=str(manifests))
         unsettled = False  # the last rounds stopped at the interval, before quiescence
+        reasons = ReasonLog()
         try:
             while True:
                 changed = 0
@@ -106,8 +109,7 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                     elastic_changed = elastic_changed or manifest.get("kind") in _ELASTIC_KINDS
                     if manifest.get("kind") == "ElasticQuota":
                         await elastic.validated(manifest, reason)
-                for path, why in source.errors.items():
-                    log.warning("manifest_unreadable", file=str(path), error=why)
+                _log_problems(source)
                 due = elastic.deadline()
                 if changed or unsettled or (due is not None and due <= clock()):
                     if elastic_changed:
@@ -119,9 +121,11 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                     await elastic.publish()
                     log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
                              elastic_rounds=elastic_rounds)
+                    await reasons.update(coord)
                     if metrics is not None:
                         metrics.rounds.inc(rounds + elastic_rounds)
-                        metrics.observe_queues(a.sample() for a in coord.cluster_queues.values())
+                        replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
+                        metrics.observe_queues([await r.result(a.ask_timeout) for a, r in replies])
                         if isinstance(port, InMemoryPort):
                             metrics.observe_commits(port.log)
                     if on_settled is not None and not unsettled:
@@ -133,6 +137,15 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
             sd_notify("STOPPING=1")
             coord.stop()
             elastic.stop()
+
+
+def _log_problems(source: ManifestDirectory) -> None:
+    """Each unreadable file or document once when it appears or changes, and once when it reads again."""
+    new, cleared = source.problem_changes()
+    for problem in new:
+        log.warning("manifest_unreadable", file=problem.source, document=problem.document, error=problem.reason)
+    for where in cleared:
+        log.info("manifest_readable", file=where)
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:

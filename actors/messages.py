@@ -135,6 +135,11 @@ class RequeueParked(Msg):
     pass
 
 
+class Sample(Msg):
+    """Ask a queue for its statistics record; as a message it sees every deferred arrival and
+    requeue delivered first (reading the actor directly would miss them)."""
+
+
 class Admit(Msg):
     """Reserve up the tree for this workload; on a grant, hold it as admitted."""
 

@@ -7,12 +7,16 @@ Logging is configured once here (structlog, JSON lines or console).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import msgspec
 
 from kueued.errors import KueuedError
+from kueued.logging import configure, fail, is_json, warn
+from kueued.manifests import Problem, read_manifests
 
 EPILOG = """examples:
   kueued simulate config/examples/organisation.yaml            # a table for people
@@ -24,15 +28,47 @@ EPILOG = """examples:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors follow ``--log-format`` (one JSON event in JSON mode)."""
+
+    def error(self, message: str) -> NoReturn:
+        if is_json():
+            fail(f"{self.prog}: {message}", usage=self.format_usage().strip())
+            sys.exit(2)
+        super().error(message)
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0.01 <= value <= 3600:  # also refuses NaN; 0 would poll in a busy loop
+        raise argparse.ArgumentTypeError(f"must be between 0.01 and 3600 seconds, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="kueued",
         description="Hierarchical quota scheduler for Kubernetes batch workloads: Kueue's cohorts, "
                     "ClusterQueues and preemption, and Koordinator's elastic quota.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--log-level", default="WARNING", help="structlog level on stderr (default WARNING)")
+    ap.add_argument("--log-level", default="WARNING", type=str.upper,
+                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                    help="structlog level on stderr (default WARNING)")
     ap.add_argument("--log-format", choices=["console", "json"], default="console")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sim = sub.add_parser("simulate", help="run manifests to quiescence in memory and report decisions",
                          description="Apply the manifests (or conformance scenarios) in order, schedule until "
                                      "nothing more can change, and print every workload's outcome.")
@@ -54,8 +90,9 @@ def _parser() -> argparse.ArgumentParser:
                                      "schedule after every change. Decisions are logged as structured events.")
     run.add_argument("--manifests", type=Path, default=Path("/etc/kueued/manifests"),
                      help="directory of YAML manifests to watch (default: /etc/kueued/manifests)")
-    run.add_argument("--interval", type=float, default=2.0, help="seconds between directory scans")
-    run.add_argument("--metrics-port", type=int, default=0,
+    run.add_argument("--interval", type=_interval, default=2.0,
+                     help="seconds between directory scans, 0.01 to 3600 (default 2)")
+    run.add_argument("--metrics-port", type=_port, default=0,
                      help="serve Prometheus metrics on this port (default 0: off)")
     val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
     val.add_argument("files", nargs="+", type=Path)
@@ -63,10 +100,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    early = argparse.ArgumentParser(add_help=False)  # the log format first, so usage errors follow it
+    early.add_argument("--log-format", choices=["console", "json"], default="console")
+    early.add_argument("--log-level", default="WARNING")
+    known, _ = early.parse_known_args(argv)
+    if known.log_level.upper() not in logging.getLevelNamesMapping():
+        known.log_level = "WARNING"
+    configure(level=known.log_level, json=known.log_format == "json")
     args = _parser().parse_args(argv)
     from kueued.gc_tuning import tune
-    from kueued.logging import configure
-    configure(level=args.log_level, json=args.log_format == "json")
     tune()
     try:
         if args.command == "simulate":
@@ -76,34 +119,57 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run(args)
     except KueuedError as exc:
-        print(f"kueued: {exc}", file=sys.stderr)
+        fail(str(exc))
         return 2
     return 0
 
 
+def _read(files: list[Path]) -> tuple[list[dict], list[Problem]]:
+    """The manifests of ``files``, each unreadable file or document reported once (warning)."""
+    manifests, problems = read_manifests(files)
+    for problem in problems:
+        warn(str(problem), event="manifest_unreadable", file=problem.source, document=problem.document)
+    return manifests, problems
+
+
 def _simulate(args: argparse.Namespace) -> int:
-    from kueued.simulate import load_manifests, simulate
+    from kueued.simulate import simulate
     from kueued.timeline import is_timed
     if args.generator is None and not args.files:
-        print("kueued simulate: give manifest files or --generator FILE", file=sys.stderr)
+        fail("simulate: give manifest files or --generator FILE")
         return 2
-    manifests = load_manifests(args.files)
+    if args.plot is not None:
+        _need_matplotlib()
+    manifests, problems = _read(args.files)
     if args.generator is not None or is_timed(manifests) or args.plot is not None or args.clock == "real":
-        return _simulate_timed(args, manifests)
+        _simulate_timed(args, manifests, problems)
+        return 1 if problems else 0
     if args.engine == "actors":
         from actors.simulation import run_actors
         report = simulate(manifests, runner=run_actors)
     else:
         report = simulate(manifests)
-    if args.output == "json":
+    report.rejected.update((p.where, p.reason) for p in problems)
+    _print_report(report, args.output)
+    return 1 if problems else 0
+
+
+def _need_matplotlib() -> None:
+    """``--plot`` checked before the run, not after it."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        raise KueuedError("--plot needs matplotlib: pip install 'kueued[plot]'")
+
+
+def _print_report(report, output: str) -> None:
+    if output == "json":
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
         from kueued.table import render
         render(report)
-    return 0
 
 
-def _simulate_timed(args: argparse.Namespace, manifests: list[dict]) -> int:
+def _simulate_timed(args: argparse.Namespace, manifests: list[dict], problems: list[Problem]) -> None:
     from kueued.simulate import simulate_timed
     from kueued.timeline import trace_from
     if args.generator is not None:
@@ -117,6 +183,7 @@ def _simulate_timed(args: argparse.Namespace, manifests: list[dict]) -> int:
     with _progress(enabled=many and args.output == "table") as progress:
         run = simulate_timed(trace, runner=runner, engine=args.engine, real=args.clock == "real",
                              progress=progress, per_workload=not many or args.output == "json")
+    run.report.rejected.update((p.where, p.reason) for p in problems)
     if args.output == "json":
         body = {"summary": run.summary} if many else {"summary": run.summary, "report": run.report}
         sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
@@ -130,7 +197,6 @@ def _simulate_timed(args: argparse.Namespace, manifests: list[dict]) -> int:
         from kueued.simulate import write_plots
         for path in write_plots(run.timeline, run.summary, args.plot):
             print(f"wrote {path}", file=sys.stderr)
-    return 0
 
 
 def _rangespec(generator: Path | None) -> dict | None:
@@ -140,8 +206,8 @@ def _rangespec(generator: Path | None) -> dict | None:
     spec = generator.with_name(generator.name.replace("generator", "rangespec"))
     if spec == generator or not spec.exists():
         return None
-    import yaml
-    return yaml.safe_load(spec.read_text())
+    loaded = read_manifests([spec])  # advisory figures: an unreadable one is skipped
+    return loaded.manifests[0] if loaded.manifests and not loaded.problems else None
 
 
 class _progress:
@@ -180,27 +246,33 @@ def _run(args: argparse.Namespace) -> int:
     from actors.daemon import run_daemon
     from kueued.kube.port import InMemoryPort
     if not args.manifests.is_dir():
-        print(f"kueued: --manifests {args.manifests} is not a directory", file=sys.stderr)
+        fail(f"--manifests {args.manifests} is not a directory")
         return 2
     from kueued.metrics import Metrics
     metrics = Metrics()
     if args.metrics_port:
         from prometheus_client import start_http_server
-        start_http_server(args.metrics_port, registry=metrics.registry)
+        try:
+            start_http_server(args.metrics_port, registry=metrics.registry)
+        except OSError as exc:
+            fail(f"--metrics-port {args.metrics_port}: cannot serve metrics there: {exc.strerror or exc}")
+            return 2
     anyio.run(partial(run_daemon, args.manifests, InMemoryPort(), interval=args.interval, metrics=metrics))
     return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from kueued.simulate import load_manifests
     from kueued.world import World
+    manifests, problems = read_manifests(args.files)
     world = World()
-    for m in load_manifests(args.files):
+    for m in manifests:
         world.apply(m)
-    for key, why in world.rejected.items():
+    refused = [(p.where, p.reason) for p in problems] + list(world.rejected.items())
+    for key, why in refused:
         print(f"{key}: {why}")
-    print(f"{len(world.raw)} accepted, {len(world.rejected)} rejected")
-    return 1 if world.rejected else 0
+    unread = f", {len(problems)} unreadable" if problems else ""
+    print(f"{len(world.raw)} accepted, {len(world.rejected)} rejected{unread}")
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":

@@ -19,48 +19,62 @@ workloads as Kueue's checker does.  Names follow the generator's
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import yaml
 
 from kueued.errors import ManifestError
-from kueued.timeline import CLASS, US, Arrival, Trace
+from kueued.manifests import decode_text, yaml_reason
+from kueued.timeline import CLASS, Arrival, Trace
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 __all__ = ["GeneratorConfig", "load_generator", "parse_generator", "build_trace"]
 
 API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "default"
 FLAVOR = "default"
+MAX_WORKLOADS = 2_000_000
+"""Workloads one generator may create (Kueue's large-scale config has 26,000)."""
+MAX_QUEUES = 100_000
+"""ClusterQueues, and Cohorts, one generator may create (Kueue's large-scale config has 1,000)."""
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_WORKLOADS)]
+Millis = Annotated[int, msgspec.Meta(ge=0, le=10**12)]         # about 31 years
+Cpu = Annotated[float, msgspec.Meta(ge=0, le=10**9)]           # finite: NaN and inf fail the bounds
+Name = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")]
 
 
 class WorkloadTemplate(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
-    class_name: str
-    runtime_ms: int
-    priority: int = 0
-    request: float = 1
+    class_name: Name
+    runtime_ms: Millis
+    priority: Annotated[int, msgspec.Meta(ge=-(2**31), lt=2**31)] = 0
+    request: Annotated[float, msgspec.Meta(gt=0, le=10**9)] = 1
 
 
 class WorkloadsSet(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
-    count: int
-    creation_interval_ms: int
+    count: Count
+    creation_interval_ms: Millis
     workloads: list[WorkloadTemplate]
 
 
 class QueuesSet(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
-    class_name: str
-    count: int
-    nominal_quota: float
-    borrowing_limit: float | None = None
+    class_name: Name
+    count: Count
+    nominal_quota: Cpu
+    borrowing_limit: Cpu | None = None
     reclaim_within_cohort: str = "Never"
     within_cluster_queue: str = "Never"
     workloads_sets: list[WorkloadsSet] = []
 
 
 class CohortSet(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
-    class_name: str
-    count: int
+    class_name: Name
+    count: Count
     queues_sets: list[QueuesSet] = []
 
 
@@ -73,19 +87,35 @@ class GeneratorConfig(msgspec.Struct, forbid_unknown_fields=True):
                    for c in self.cohorts for q in c.queues_sets for s in q.workloads_sets)
 
 
-def parse_generator(data: Any) -> GeneratorConfig:
+def parse_generator(data: Any, *, source: str = "generator") -> GeneratorConfig:
+    """The config, its fields checked (counts, times and quantities bounded, names DNS labels)."""
     try:
-        return msgspec.convert(data, GeneratorConfig)
+        config = msgspec.convert(data, GeneratorConfig)
     except msgspec.ValidationError as exc:
-        raise ManifestError(f"generator: {exc}") from exc
+        raise ManifestError(f"{source}: {exc}") from exc
+    workloads = queues = cohorts = 0
+    for c in config.cohorts:  # summed with early exits: the product of counts can be vast
+        cohorts += c.count
+        for q in c.queues_sets:
+            queues += c.count * q.count
+            workloads += c.count * q.count * sum(s.count * len(s.workloads) for s in q.workloads_sets)
+            if queues > MAX_QUEUES or cohorts > MAX_QUEUES:
+                raise ManifestError(f"{source}: creates more than {MAX_QUEUES:,} ClusterQueues or Cohorts")
+            if workloads > MAX_WORKLOADS:
+                raise ManifestError(f"{source}: creates more than {MAX_WORKLOADS:,} workloads")
+    if cohorts > MAX_QUEUES:
+        raise ManifestError(f"{source}: creates more than {MAX_QUEUES:,} ClusterQueues or Cohorts")
+    return config
 
 
 def load_generator(path: str | Path) -> GeneratorConfig:
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ManifestError(f"{path}: {exc}") from exc
-    return parse_generator(data)
+        data = yaml.load(decode_text(Path(path).read_bytes(), source=str(path)), Loader=_LOADER)
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: {yaml_reason(exc)}") from exc
+    return parse_generator(data, source=str(path))
 
 
 def _num(v: float) -> str:
@@ -134,8 +164,7 @@ def _queue(cq: str, cohort: str, qs: QueuesSet) -> list[dict[str, Any]]:
 
 
 def _workload(name: str, lq: str, tpl: WorkloadTemplate, at_us: int) -> Arrival:
-    seconds, micro = divmod(at_us, US)
-    stamp = f"2026-01-01T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{micro:06d}Z"
+    stamp = (_EPOCH + timedelta(microseconds=at_us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     manifest = {
         "apiVersion": API, "kind": "Workload",
         "metadata": {"name": name, "namespace": NAMESPACE, "labels": {CLASS: tpl.class_name},

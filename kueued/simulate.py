@@ -18,25 +18,22 @@ its share there.  Shares are per mille.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
-import yaml
 
 from kueued.errors import ManifestError
-from kueued.model.quantity import format_milli
+from kueued.model.quantity import UNLIMITED, format_milli
 from kueued.quota.node import FR, QuotaNode
-from kueued.scheduling.explain import explain
+from kueued.scheduling.explain import STRICT_FIFO_WAIT, explain
 from kueued.scheduling.fairsharing.share import Shares, parse_weight
 from kueued.scheduling.snapshot import Snapshot
 from kueued.world import World
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
-
-__all__ = ["load_manifests", "Report", "WorkloadReport", "QueueReport", "simulate"]
+__all__ = ["Report", "WorkloadReport", "QueueReport", "simulate"]
 
 
 class WorkloadReport(msgspec.Struct, omit_defaults=True, rename="camel"):
@@ -70,27 +67,6 @@ class Report(msgspec.Struct, rename="camel"):
     queues: dict[str, QueueReport] = {}
 
 
-def load_manifests(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for path in paths:
-        try:
-            docs = list(yaml.load_all(Path(path).read_text(), Loader=_LOADER))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ManifestError(f"{path}: {exc}") from exc
-        for doc in docs:
-            if doc is None:
-                continue
-            if isinstance(doc, dict) and "objects" in doc and "kind" not in doc:
-                out.extend(o for o in doc.get("objects") or [] if isinstance(o, dict))
-            elif isinstance(doc, dict) and doc.get("kind") == "List":
-                out.extend(doc.get("items") or [])
-            elif isinstance(doc, dict):
-                out.append(doc)
-            else:
-                raise ManifestError(f"{path}: a document is not a mapping")
-    return out
-
-
 Runner = Callable[[World], "Report"]
 
 
@@ -113,7 +89,7 @@ def report_from(world: World, *, reasons: dict[str, str], unrouted: dict[str, st
         if wl.admitted:
             workloads[key] = WorkloadReport("admitted", wl.cluster_queue, wl.assigned_flavors, wl.evictions)
             continue
-        why = unrouted.get(key) or reasons.get(key) or "waiting behind the head of its StrictFIFO queue"
+        why = unrouted.get(key) or reasons.get(key) or STRICT_FIFO_WAIT
         if snapshot is not None and key not in unrouted and "quota" in why:
             cq_name = world.route(wl)[0]
             cq = snapshot.cluster_queues.get(cq_name or "")
@@ -188,7 +164,8 @@ def _tree_order(node: QuotaNode) -> tuple[bool, str]:
 def _by_flavor(amounts: dict[FR, int]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for (flavor, res), v in sorted(amounts.items()):
-        out.setdefault(flavor, {})[res] = format_milli(v, resource=res)
+        if v < UNLIMITED:  # "no limit" is no quantity: it is left out, never written as a word
+            out.setdefault(flavor, {})[res] = format_milli(v, resource=res)
     return out
 
 
@@ -203,7 +180,7 @@ def _per_mille(share: Fraction | float | None) -> int | None:
 
 
 def quantity_map(amounts: dict[str, int]) -> dict[str, str]:
-    return {r: format_milli(v, resource=r) for r, v in sorted(amounts.items())}
+    return {r: format_milli(v, resource=r) for r, v in sorted(amounts.items()) if v < UNLIMITED}
 
 
 # --- time: arrivals, run times, a clock (kueued.timeline) ----------------------------------------
@@ -275,6 +252,7 @@ def render_summary(summary: Any, console: Any = None, *, reference: dict[str, An
     """The checker's figures as tables (``reference``: Kueue's, from a rangespec, shown beside)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
     console = console or Console(width=160)
     head = Table(title=f"Timeline ({summary.clock} clock, {summary.engine} engine)")
     for col in ("wall", "host time", "admissions", "evictions", "finished", "pending"):
@@ -287,7 +265,7 @@ def render_summary(summary: Any, console: Any = None, *, reference: dict[str, An
     for col in ("class", "queues", "nominal cpu", "cpu usage", "Kueue's minimum"):
         cqs.add_column(col, justify="right")
     for name, c in summary.cluster_queue_classes.items():
-        cqs.add_row(name, str(c.cluster_queues), f"{c.nominal_cpu:g}", f"{c.cpu_usage_percent:.1f} %",
+        cqs.add_row(Text(name), str(c.cluster_queues), f"{c.nominal_cpu:g}", f"{c.cpu_usage_percent:.1f} %",
                     f"{ref_usage[name]} %" if name in ref_usage else "")
     console.print(cqs)
     ref_wait = (reference or {}).get("wlClassesMaxAvgTimeToAdmissionMs") or {}
@@ -296,7 +274,7 @@ def render_summary(summary: Any, console: Any = None, *, reference: dict[str, An
         wls.add_column(col, justify="right")
     for name, w in summary.workload_classes.items():
         avg = "" if w.average_time_to_admission_ms is None else f"{w.average_time_to_admission_ms / 1000:.3f} s"
-        wls.add_row(name, str(w.workloads), str(w.admitted), avg,
+        wls.add_row(Text(name), str(w.workloads), str(w.admitted), avg,
                     f"{ref_wait[name] / 1000:g} s" if name in ref_wait else "")
     console.print(wls)
 

@@ -7,6 +7,10 @@ weight, usage against quota, and the share its parent ranked it by, which is why
 team went first), then ElasticQuota groups' runtime quota when there are any, then
 refused objects with the field and reason.  Rendered with rich; plain text when stdout
 is not a terminal.
+
+Everything that comes from input (names, reasons, messages quoting a bad value) goes into
+cells as :class:`rich.text.Text`, never as a markup string: ``queueName: "[/oops]"`` is a
+name to show, not a tag to parse, and ``[a-z0-9]`` in a message must survive.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections import Counter
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kueued.simulate import QueueReport, Report
 
@@ -35,15 +40,16 @@ def render(report: Report, console: Console | None = None) -> None:
         flavors = "; ".join(f"{ps}: " + ", ".join(f"{res}={fl}" for res, fl in m.items())
                             for ps, m in (r.flavors or {}).items())
         style = "green" if r.state == "admitted" else "yellow"
-        wl.add_row(key, f"[{style}]{r.state}[/]", r.cluster_queue or "", flavors,
-                   str(r.preemptions or ""), r.reason or "")
+        wl.add_row(Text(key), Text(r.state, style=style), Text(r.cluster_queue or ""), Text(flavors),
+                   str(r.preemptions or ""), Text(r.reason or ""))
     console.print(wl)
     if report.evictions:
         ev = Table(title="Evictions")
         for col in ("victim", "preempted by", "policy", "reason"):
             ev.add_column(col)
         for e in report.evictions:
-            ev.add_row(e["workload"], e["by"], _POLICY.get(e["reason"], e["reason"]), e["reason"])
+            ev.add_row(Text(e["workload"]), Text(e["by"]), Text(_POLICY.get(e["reason"], e["reason"])),
+                       Text(e["reason"]))
         console.print(ev)
     if report.queues:
         console.print(_queues(report))
@@ -52,14 +58,14 @@ def render(report: Report, console: Console | None = None) -> None:
         for col in ("group", "request", "runtime"):
             qg.add_column(col)
         for name, g in report.quota_groups.items():
-            qg.add_row(name, _fmt(g.get("request", {})), _fmt(g.get("runtime", {})))
+            qg.add_row(Text(name), Text(_fmt(g.get("request", {}))), Text(_fmt(g.get("runtime", {}))))
         console.print(qg)
     if report.rejected:
         rj = Table(title="Rejected objects")
         rj.add_column("object")
         rj.add_column("field: reason", overflow="fold")
         for key, why in report.rejected.items():
-            rj.add_row(key, why)
+            rj.add_row(Text(key), Text(why))
         console.print(rj)
     states = Counter(r.state for r in report.workloads.values())
     finished = f"{states['finished']} finished, " if states["finished"] else ""
@@ -87,7 +93,8 @@ def _queues(report: Report) -> Table:
         share = "" if q.share is None else "inf" if q.share == _INFINITE else str(q.share)
         if q.share is None and q.share_basis == "capacity":
             share = "no guarantee"
-        qt.add_row(f"{name} [dim]{q.kind}[/]", policy, q.weight or "", _held(q), share, q.share_basis or "")
+        qt.add_row(Text.assemble(name, " ", (q.kind, "dim")), Text(policy), Text(q.weight or ""), Text(_held(q)),
+                   share, q.share_basis or "")
     return qt
 
 

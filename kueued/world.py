@@ -11,6 +11,7 @@ whether the quota forest must be rebuilt or only a workload queued.
 
 from __future__ import annotations
 
+import difflib
 import enum
 from typing import Any
 
@@ -19,7 +20,7 @@ import msgspec
 from kueued.errors import FieldError
 from kueued.model import api
 from kueued.model.quantity import QuantityError, parse
-from kueued.model.validation import validate_object
+from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
 from kueued.scheduling.elastic import DEFAULT_DELAY_EVICT_TIME
 from kueued.scheduling.workload import WorkloadInfo
@@ -47,6 +48,28 @@ class Settings(msgspec.Struct, kw_only=True):
     # Koordinator's ElasticQuotaArgs.delayEvictTime (Configuration ``elasticQuota.delayEvictTime``):
     # seconds a group stays above its runtime before forced recycling evicts (default 120).
     delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
+
+
+API_VERSIONS = {**{kind: KUEUE_GROUP for kind in api.KINDS}, "Configuration": CONFIG_GROUP,
+                "Namespace": "v1", "Node": "v1", "ElasticQuota": "scheduling.sigs.k8s.io/v1alpha1"}
+"""Every kind World.apply takes, with its apiVersion; anything else is refused, never dropped silently
+(a typo such as ``ClusterQueu`` or an old ``v1beta1`` manifest must not vanish)."""
+
+
+def _type_error(kind: object, api_version: object) -> FieldError | None:
+    if kind is None or kind == "":
+        return FieldError("kind", "Required value: every manifest names its kind")
+    if not isinstance(kind, str):
+        return FieldError("kind", "Invalid value: must be a string")
+    if kind not in API_VERSIONS:
+        close = difflib.get_close_matches(kind, API_VERSIONS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return FieldError("kind", f'Unsupported value: "{kind[:100]}": {hint}kueued reads '
+                                  + ", ".join(sorted(API_VERSIONS)))
+    if api_version != API_VERSIONS[kind]:
+        what = "Required value" if api_version in (None, "") else f'Unsupported value: "{str(api_version)[:100]}"'
+        return FieldError("apiVersion", f"{what}: kueued reads {kind} as {API_VERSIONS[kind]}")
+    return None
 
 
 def _node_errors(manifest: dict[str, Any]) -> list[FieldError]:
@@ -84,22 +107,25 @@ class World:
     # --- the door ----------------------------------------------------------------------------
     def apply(self, manifest: dict[str, Any]) -> tuple[Change, str]:
         """Validate and store one manifest; returns what changed and the object's key."""
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("metadata", {}), dict):
-            key = f"{manifest.get('kind', '?')}/?" if isinstance(manifest, dict) else "?"
-            self.rejected[key] = "metadata: must be a mapping"
-            return Change.REJECTED, key
+        if not isinstance(manifest, dict):
+            self.rejected["?"] = "must be a mapping"
+            return Change.REJECTED, "?"
         key = api.object_key(manifest)
         kind = manifest.get("kind")
+        kind_error = _type_error(kind, manifest.get("apiVersion"))
+        if kind_error is not None or not isinstance(manifest.get("metadata", {}), dict):
+            self.rejected[key] = str(kind_error or FieldError("metadata", "must be a mapping"))
+            return Change.REJECTED, key
         old = self.raw.get(key)
         try:
             if kind == "ElasticQuota":
                 errors = self._validate_elastic(manifest, old)
             elif kind == "Node":
                 errors = _node_errors(manifest)
-            elif kind in api.KINDS:
-                errors = validate_object(manifest, old=old)
             else:
-                return Change.NONE, key
+                errors = validate_object(manifest, old=old)
+                if not errors and kind == "Workload":
+                    errors = self._validate_elastic_pod(manifest, old)
             obj = None
             if not errors and kind in api.KINDS:
                 obj = api.decode(manifest)
@@ -148,6 +174,16 @@ class World:
         quotas = {((q.get("metadata") or {}).get("name", "")): q for q in self.elastic_quotas.values()}
         workloads = [self.raw[k] for k in self.raw if k.startswith("Workload/")]
         return validate_elastic_quota(manifest, old=old, quotas=quotas, workloads=workloads)
+
+    def _validate_elastic_pod(self, manifest: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        """Koordinator's pod webhook, for a Workload that stands for a pod (``koordinator.is_elastic_pod``)."""
+        from kueued.model import koordinator as k
+        from kueued.model.elastic_pod_validation import validate_elastic_pod
+        if not k.is_elastic_pod(manifest):
+            return []
+        quotas = {k.name_of(q): q for q in self.elastic_quotas.values()}
+        return validate_elastic_pod(manifest, old=old, quotas=quotas,
+                                    parent_quota_pods=self.settings.feature_gates.get(k.GATE_PARENT_QUOTA_PODS, False))
 
     def _validate_elastic_delete(self, manifest: dict[str, Any]) -> list[FieldError]:
         from kueued.model.elastic_validation import validate_elastic_quota_delete
@@ -217,10 +253,10 @@ class World:
 
     def route(self, wl: WorkloadInfo) -> tuple[str | None, str]:
         """The ClusterQueue a pending workload queues in, or why it has none."""
-        if wl.obj.metadata.labels.get("quota.scheduling.koordinator.sh/name") or \
-                wl.obj.metadata.labels.get("quota.scheduling.koordinator.sh/quota-name"):
-            if self.elastic_quotas:
-                return None, "elastic"
+        labels = wl.obj.metadata.labels
+        if self.elastic_quotas and (not wl.queue_name or labels.get("quota.scheduling.koordinator.sh/name")
+                                    or labels.get("quota.scheduling.koordinator.sh/quota-name")):
+            return None, "elastic"  # a Koordinator pod: it names a quota, or no LocalQueue (its namespace's quota)
         if not wl.queue_name:
             return None, "workload has no spec.queueName"
         lq = self.local_queues.get(wl.local_queue)

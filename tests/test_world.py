@@ -59,7 +59,7 @@ def test_a_refused_update_keeps_the_earlier_version() -> None:
 
 def test_not_a_mapping_is_refused_with_a_reason() -> None:
     world = World()
-    change, _ = world.apply({"kind": "ClusterQueue", "metadata": "oops"})
+    change, _ = world.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": "oops"})
     assert change is Change.REJECTED
     assert "metadata" in next(iter(world.rejected.values()))
 

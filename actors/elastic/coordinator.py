@@ -123,7 +123,7 @@ class ElasticCoordinator:
         setup, timers = self.setup, timers or {}
         self.root = ElasticRootActor(self.flow, keys=calculator_keys(None, setup.groups.values()),
                                      node_total=setup.node_total)
-        sink = self.root if setup.node_total is not None else None
+        sink = self.root  # the system and default groups' usage shrinks the root's total, Nodes or not
         self.groups = {}
         for name in sorted(setup.groups):
             state = GroupState(setup.groups[name], inner=name in setup.inner, over_since=timers.get(name))

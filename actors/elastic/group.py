@@ -5,8 +5,8 @@ forced recycling timer) and, for the scheduling passes, a heap of its pending wo
 Whenever what it asks for moves (a workload held or released, a child's ``RequestUp``)
 it tells its parent its limited request; whenever its runtime moves (``RuntimeDown``) an
 inner group divides it among its own children.  The system and default groups sit
-outside the tree; with Nodes modelled they tell the root what they use
-(``OutsideUsage``), since the root shares the Nodes' total minus that.
+outside the tree; they tell the root what they use (``OutsideUsage``), since the root
+shares the cluster's total minus that.
 
 Every state change is a plain method (``hold``, ``release``, ``try_admit``, ...);
 ``handle`` only dispatches.
@@ -63,7 +63,7 @@ class ElasticGroupActor(ParentActor):
         self.spec: ElasticGroup = state.spec
         self.outside = state.name in OUTSIDE_TREE
         self.parent: ParentActor | None = None  # where requests go; None: outside the tree or detached
-        self.usage_sink = usage_sink  # the root, for the system and default groups when Nodes are modelled
+        self.usage_sink = usage_sink  # the root, for the system and default groups
         self.total: Amounts | None = None  # runtime from the parent, Koordinator values; None: never reached
         self.scaled_min: Amounts = koord(self.spec.min)
         self._down_seq = 0

@@ -1,7 +1,7 @@
 """Koordinator's root quota as an actor: the cluster total, divided among the top-level groups.
 
-The total is the Nodes' allocatable minus what the system and default groups use
-(updateClusterTotalResourceNoLock), or without Nodes the top-level groups' max.  It moves
+The total is the Nodes' allocatable (without Nodes, the top-level groups' max) minus what
+the system and default groups use (updateClusterTotalResourceNoLock).  It moves
 when a Node comes or goes (``NodeTotal`` from the coordinator) and when the system or
 default group's usage does (``OutsideUsage``); either way the root divides again at once,
 min scaling included, so a shrunk cluster scales the mins down before the next decision.
@@ -32,8 +32,9 @@ class ElasticRootActor(ParentActor):
     def cluster_total(self) -> Amounts:
         """What the root shares, in milli-units (updateClusterTotalResourceNoLock)."""
         if self.node_total is None:
-            return sum_resources(self.children[c].spec.max for c in sorted(self.children))
-        total = dict(self.node_total)
+            total = sum_resources(self.children[c].spec.max for c in sorted(self.children))
+        else:
+            total = dict(self.node_total)
         for r, v in sum_resources(self.outside[g] for g in sorted(self.outside)).items():
             total[r] = total.get(r, 0) - v  # quotav1.Subtract keeps every key
         return total

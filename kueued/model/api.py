@@ -334,9 +334,18 @@ def decode(manifest: dict[str, Any]) -> _Base:
 
 def object_key(manifest: dict[str, Any]) -> str:
     """``Kind/name`` or ``Kind/namespace/name``: how scenarios and logs name an object."""
-    kind = manifest.get("kind", "?")
+    kind = _text(manifest.get("kind", "?"))
     if kind == "Configuration":
         return "Configuration"
-    meta = manifest.get("metadata") or {}
-    ns, name = meta.get("namespace"), meta.get("name", "")
-    return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
+    meta = manifest.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+    ns, name = meta.get("namespace"), _text(meta.get("name", ""))
+    return f"{kind}/{_text(ns)}/{name}" if ns else f"{kind}/{name}"
+
+
+def _text(value: Any) -> str:
+    """A name as written, or a short stand-in for what is not a string (a key must never fail)."""
+    if isinstance(value, str):
+        return value
+    return "?" if value is None else f"?{type(value).__name__}"

@@ -43,7 +43,10 @@ from typing import Any
 
 from kueued.errors import FieldError
 from kueued.model import koordinator as k
+from kueued.model.limits import MAX_TREE_DEPTH
 from kueued.model.quantity import QuantityError, format_milli, parse
+from kueued.model.validation.fields import Errors
+from kueued.model.validation.meta import check_metadata
 
 __all__ = ["validate_elastic_quota", "validate_elastic_quota_delete"]
 
@@ -119,6 +122,12 @@ def validate_elastic_quota_delete(
 
 
 def _schema(obj: Mapping[str, Any]) -> list[FieldError]:
+    shape = Errors()  # the API server's generic metadata checks and the CRD's object types
+    check_metadata(shape, dict(obj), namespaced=True)
+    if obj.get("spec") is not None and not isinstance(obj.get("spec"), Mapping):
+        shape.wrong_type("spec", obj.get("spec"), "object")
+    if shape:
+        return shape.items
     name = k.name_of(obj)
     if not name:
         return [FieldError("metadata.name", "Required value: name is required")]
@@ -300,6 +309,11 @@ def _topology(
         if _closes_cycle(name, parent, quotas):
             reason = f"parent {parent} is a descendant of {name}: the tree would have a cycle"
             return [FieldError(parent_path, reason)]
+        levels = _levels_above(parent, quotas) + _height(name, quotas)
+        if levels > MAX_TREE_DEPTH:
+            reason = (f"the quota tree would be {levels} levels deep under parent {parent}; "
+                      f"kueued allows at most {MAX_TREE_DEPTH} levels")
+            return [FieldError(parent_path, reason)]
 
     errors = _keys(obj, parent_obj, children)
     if errors or k.allow_force_update(obj) or k.is_tree_root(obj):
@@ -322,6 +336,29 @@ def _tree_ids(
         if _effective_tree_id(child, quotas) != mine:
             return [FieldError(path, f"tree id {mine!r} differs from child {child_name}'s")]
     return []
+
+
+def _levels_above(parent: str, quotas: Mapping[str, dict]) -> int:
+    """Groups from ``parent`` up to its tree's top, ``parent`` included (no cycle: checked first)."""
+    levels, seen = 0, set()
+    while parent != k.ROOT_QUOTA and parent in quotas and parent not in seen:
+        seen.add(parent)
+        levels += 1
+        parent = k.parent_name(quotas[parent])
+    return levels
+
+
+def _height(name: str, quotas: Mapping[str, dict]) -> int:
+    """Levels of ``name``'s subtree among the accepted groups, ``name`` included (a re-parent moves it whole)."""
+    below: dict[str, list[str]] = {}
+    for child, q in quotas.items():
+        below.setdefault(k.parent_name(q), []).append(child)
+    height, level, seen = 0, [name], {name}
+    while level:
+        height += 1
+        level = [c for n in level for c in below.get(n, []) if c not in seen]
+        seen.update(level)
+    return height
 
 
 def _closes_cycle(name: str, parent: str, quotas: Mapping[str, dict]) -> bool:

@@ -1,10 +1,11 @@
 """Koordinator's ElasticQuota API as plain-manifest accessors.
 
 Mirrors ``apis/extension/elastic_quota.go`` (GetParentQuotaName, IsParentQuota,
-IsAllowLentResource, GetSharedWeight, GetAnnotationQuotaNamespaces, ...) so that the
-webhook rules (``model/elastic_validation.py``) and the run (``scheduling/elastic.py``)
-read an ElasticQuota or a Workload the same way.  Objects stay ``dict`` manifests: the
-webhook must see exactly what the user applied, including quantities that do not parse.
+IsAllowLentResource, GetSharedWeight, GetAnnotationQuotaNamespaces, GetQuotaName, ...) so
+that the webhook rules (``model/elastic_validation.py``, ``model/elastic_pod_validation.py``)
+and the run (``scheduling/elastic.py``) read an ElasticQuota or a Workload the same way.
+Objects stay ``dict`` manifests: the webhook must see exactly what the user applied,
+including quantities that do not parse.
 
 Spellings: Koordinator's code reads ``quota.scheduling.koordinator.sh/parent`` and
 ``.../name``; the design seed says ``parent-quota-name`` and ``quota-name``.  Both are
@@ -19,7 +20,7 @@ whole units rounded up, ``getQuantityValue``); :func:`koord_value` and
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kueued.model.quantity import parse
@@ -33,7 +34,8 @@ __all__ = [
     "labels", "annotations", "name_of", "namespace_of", "parent_name", "is_parent",
     "allow_lent_resource", "allow_force_update", "is_tree_root", "tree_id", "quota_namespaces",
     "resource_list", "shared_weight", "effective_shared_weight", "workload_quota_label",
-    "is_non_preemptible", "koord_value", "from_koord_value",
+    "pod_quota_name", "is_elastic_pod", "is_non_preemptible", "koord_value", "from_koord_value",
+    "GATE_PARENT_QUOTA_PODS",
 ]
 
 PREFIX = "quota.scheduling.koordinator.sh/"
@@ -57,6 +59,10 @@ ANNOTATION_MAX_STRICT_KEYS = PREFIX + "max-strict-check-resource-keys"
 # Written by the scheduler (elasticquota/controller.go), JSON resource lists:
 ANNOTATION_REQUEST = PREFIX + "request"
 ANNOTATION_RUNTIME = PREFIX + "runtime"
+
+# Koordinator's feature gate (pkg/features, alpha, off by default): with it, the pod webhook lets a
+# pod join an is-parent quota.  kueued reads it from the Configuration's ``featureGates``.
+GATE_PARENT_QUOTA_PODS = "SupportParentQuotaSubmitPod"
 
 # pluginArgs.DefaultQuotaGroupMax / SystemQuotaGroupMax: MaxInt64/5 cores and bytes.
 DEFAULT_GROUP_MAX: Mapping[str, int] = {
@@ -174,6 +180,37 @@ def effective_shared_weight(obj: Mapping[str, Any], max_: Mapping[str, int]) -> 
 def workload_quota_label(obj: Mapping[str, Any]) -> str:
     lab = labels(obj)
     return str(lab.get(LABEL_QUOTA_NAME) or lab.get(LABEL_QUOTA_NAME_SEED) or "")
+
+
+def pod_quota_name(obj: Mapping[str, Any], quotas: Iterable[Mapping[str, Any]]) -> str:
+    """GetQuotaName (scheduler plugin and pod webhook alike): the quota a pod names or implies.
+
+    The quota-name label; else the ElasticQuota named like the pod's namespace, in that
+    namespace; else one whose ``namespaces`` annotation lists the namespace; else the default
+    quota.  Whether the name is a known quota is the caller's question (a label naming no
+    known quota also means the default quota, in the scheduler and the webhook alike).
+    """
+    name = workload_quota_label(obj)
+    if name:
+        return name
+    ns = namespace_of(obj)
+    quotas = list(quotas)
+    for q in quotas:
+        if name_of(q) == ns and namespace_of(q) == ns:
+            return ns
+    for q in quotas:
+        if ns in quota_namespaces(q):
+            return name_of(q)
+    return DEFAULT_QUOTA
+
+
+def is_elastic_pod(obj: Mapping[str, Any]) -> bool:
+    """Does this Workload stand for a Koordinator pod rather than a Kueue workload?
+
+    It does when it names a quota, or when it names no LocalQueue (a pod under Koordinator
+    always has a quota: its namespace's, or the default one).
+    """
+    return bool(workload_quota_label(obj)) or not (obj.get("spec") or {}).get("queueName")
 
 
 def is_non_preemptible(obj: Mapping[str, Any]) -> bool:

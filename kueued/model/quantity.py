@@ -5,6 +5,12 @@ Every amount kueued reasons about is an ``int`` of milli-units ("500m" cpu is 50
 never overflow and no float ever enters quota arithmetic.  Sub-milli inputs ("1u")
 round up, as Kubernetes' own ``MilliValue`` does.
 
+Parsing is bounded, as Kubernetes bounds it: a value is capped at the largest int64
+(:data:`MAX_VALUE`) and rounded away from zero to a nano-unit; a mantissa of more than
+:data:`MAX_DIGITS` significant digits or an exponent that does not fit an int64 is
+refused.  No power is ever computed before the value's magnitude is known to be small,
+so a hostile ``1e100000000`` parses as fast as ``1e3``.
+
 ``UNLIMITED`` stands for "no limit" (an unset borrowing limit); it is a sentinel far
 above any real amount, and :func:`sat_add` keeps it saturated.
 """
@@ -13,22 +19,24 @@ from __future__ import annotations
 
 import functools
 import re
-from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-__all__ = ["UNLIMITED", "QuantityError", "parse", "format_milli", "sat_add"]
+__all__ = ["UNLIMITED", "MAX_VALUE", "QuantityError", "parse", "exact", "format_milli", "sat_add"]
 
 UNLIMITED = 1 << 100
 """An amount larger than anything a cluster holds; used for unset limits."""
 
-_SUFFIX: dict[str, Fraction] = {
-    "": Fraction(1), "m": Fraction(1, 1000), "u": Fraction(1, 10**6), "n": Fraction(1, 10**9),
-    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
-    "P": Fraction(10**15), "E": Fraction(10**18),
-    "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50), "Ei": Fraction(2**60),
-}
-_QTY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+_DECIMAL = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_QTY = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+)|([a-zA-Z]*))$")
+
+MAX_VALUE = 2**63 - 1
+"""Kubernetes caps a quantity's value at the largest int64 (``resource.Quantity``'s maxAllowed)."""
+
+MAX_DIGITS = 64
+"""Significant digits a quantity may have; more is refused (Kubernetes' int64 needs 19)."""
+
+_NANO = Fraction(1, 10**9)
 
 
 class QuantityError(ValueError):
@@ -40,7 +48,7 @@ def parse(value: object) -> int:
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int):
-        return value * 1000
+        return max(-MAX_VALUE, min(MAX_VALUE, value)) * 1000
     if isinstance(value, str):
         return _parse_text(value)
     return _parse_text(str(value))
@@ -50,17 +58,51 @@ def parse(value: object) -> int:
 def _parse_text(value: str) -> int:
     """A quantity string in milli-units; remembered (a cluster uses a few hundred distinct
     strings, and every Workload event parses all of its pod sets' requests)."""
-    text = value.strip()
-    m = _QTY.match(text)
-    if not m or m.group(2) not in _SUFFIX:
-        raise QuantityError(f"quantities must match the regular expression "
-                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}")
-    try:
-        number = Fraction(Decimal(m.group(1)))
-    except InvalidOperation as exc:  # pragma: no cover - the regex already screens
-        raise QuantityError(f"not a quantity: {value!r}") from exc
-    milli = number * _SUFFIX[m.group(2)] * 1000
+    milli = exact(value) * 1000
     return -((-milli.numerator) // milli.denominator)  # ceil
+
+
+def exact(value: object) -> Fraction:
+    """A quantity's value as Kubernetes holds it: exact, rounded away from zero to a nano-unit, capped
+    at +-:data:`MAX_VALUE`.
+
+    Bounded in time and size whatever the input: the order of magnitude is read from the digits
+    and exponents before any power is computed, so ``1e100000000`` costs what ``1e3`` does
+    (and is capped, as Kubernetes caps it).
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        return Fraction(max(-MAX_VALUE, min(MAX_VALUE, value)))
+    text = repr(value) if isinstance(value, float) else str(value)
+    return _exact_text(text.strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_text(text: str) -> Fraction:
+    m = _QTY.match(text)
+    if m is None or not (m.group(2) or m.group(3)) or (m.group(5) and m.group(5) not in {*_DECIMAL, *_BINARY}):
+        raise QuantityError(f"quantities must match the regular expression "
+                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text[:80]!r}")
+    sign = -1 if m.group(1) == "-" else 1
+    whole, fraction, exponent, suffix = m.group(2), m.group(3) or "", m.group(4), m.group(5) or ""
+    digits = (whole + fraction).lstrip("0")
+    if not digits:
+        return Fraction(0)
+    if len(digits) > MAX_DIGITS:
+        raise QuantityError(f"a quantity has at most {MAX_DIGITS} significant digits: {text[:80]!r}...")
+    if exponent is not None and len(exponent.lstrip("+-")) > 18:
+        raise QuantityError(f"the exponent of quantity {text[:80]!r} is out of range")
+    power10 = (int(exponent) if exponent is not None else _DECIMAL.get(suffix, 0)) - len(fraction)
+    power2 = _BINARY.get(suffix, 0)
+    magnitude = len(digits) + power10 + power2 * 0.30103  # log10 of the value, within one
+    if magnitude > 21:
+        return Fraction(sign * MAX_VALUE)
+    if magnitude < -11:
+        return sign * _NANO
+    amount = Fraction(int(digits)) * Fraction(10) ** power10 * 2**power2
+    nanos = -((-amount.numerator * 10**9) // amount.denominator)  # up to a whole nano-unit
+    return sign * min(Fraction(MAX_VALUE), Fraction(nanos, 10**9))
 
 
 def format_milli(amount: int, *, resource: str = "") -> str:

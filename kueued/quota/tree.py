@@ -8,13 +8,21 @@ but has no Cohort object is an *implicit* cohort (no quota, no limits, no parent
 A cycle in ``parentName`` edges makes every cohort on it, every cohort below it and
 every ClusterQueue under those inactive; the rest of the forest is unaffected
 (KEP-79).  Cycle detection colours nodes once, so the cost is linear.
+
+A chain deeper than :data:`~kueued.model.limits.MAX_TREE_DEPTH` levels does the same to
+the cohorts past the limit and everything below them (KEP-79 sets no limit; kueued's
+stacks need one, and a real organisation is a handful of levels deep).  Inactive
+cohorts are cut from their parents, so no tree the scheduler walks is deeper than the
+limit.  Both walks are iterative.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["Edges", "find_cyclic"]
+from kueued.model.limits import MAX_TREE_DEPTH
+
+__all__ = ["Edges", "find_cyclic", "find_too_deep"]
 
 
 class Edges:
@@ -27,16 +35,16 @@ class Edges:
         names = set(cohort_parent) | {p for p in cohort_parent.values() if p} | set(self.cq_cohort.values())
         self.cohorts = sorted(names)
         self.cyclic = find_cyclic(self.cohort_parent)
+        self.too_deep = find_too_deep(self.cohort_parent, self.cyclic)
+        self.inactive = self.cyclic | self.too_deep.keys()
 
     def parent_of_cohort(self, name: str) -> str | None:
         return self.cohort_parent.get(name) or None
 
-    def is_inactive_cohort(self, name: str) -> bool:
-        return name in self.cyclic
-
-    def cq_in_cycle(self, cq: str) -> bool:
+    def cq_cut_off(self, cq: str) -> bool:
+        """The ClusterQueue's cohort is on or under a cycle, or past the depth limit."""
         cohort = self.cq_cohort.get(cq)
-        return cohort is not None and cohort in self.cyclic
+        return cohort is not None and cohort in self.inactive
 
 
 def find_cyclic(parent: Mapping[str, str]) -> set[str]:
@@ -59,3 +67,19 @@ def find_cyclic(parent: Mapping[str, str]) -> set[str]:
             if tainted:
                 bad.add(name)
     return bad
+
+
+def find_too_deep(parent: Mapping[str, str], cyclic: set[str]) -> dict[str, int]:
+    """Cohorts (off cycles) at level > MAX_TREE_DEPTH, a root being level 1, with their level."""
+    level: dict[str, int] = {}
+    for start in parent:
+        path: list[str] = []
+        node: str | None = start
+        while node is not None and node not in level and node not in cyclic:
+            path.append(node)
+            node = parent.get(node) or None
+        above = level.get(node, 0) if node is not None else 0
+        for name in reversed(path):
+            above += 1
+            level[name] = above
+    return {name: n for name, n in level.items() if n > MAX_TREE_DEPTH}

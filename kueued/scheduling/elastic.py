@@ -14,9 +14,9 @@ Data flow:
    ``count``, masked to the group's max keys (updatePodRequestNoLock).
 3. Runtime (``quota.elastic.compute_runtime``) depends on requests, which count pending
    and admitted workloads alike, so it moves when a workload arrives or finishes and when
-   the cluster total does: with Nodes the root shares their allocatable minus what the
-   system and default groups use (updateClusterTotalResourceNoLock); without Nodes it is
-   the top-level groups' max.
+   the cluster total does: the root shares the Nodes' allocatable (without Nodes, the
+   top-level groups' max) minus what the system and default groups use
+   (updateClusterTotalResourceNoLock).
 4. Passes repeat until nothing changes.  A scheduling pass takes pending workloads by
    priority then creation time (the kube-scheduler queue) and runs PreFilter:
    ``used + request <= runtime`` on the leaf (keys present on both sides, equality fits),
@@ -260,14 +260,12 @@ class ElasticRun:
     def quota(self) -> dict[str, GroupQuota]:
         """Current amounts; recomputed when the root's total or a request moves."""
         groups = self.setup.groups
-        if self.setup.node_total is None:
-            total = implicit_cluster_total(groups)
-        else:
-            # updateClusterTotalResourceNoLock: quotav1.Subtract keeps every key.
-            outside = sum_resources(self.states[g].used() for g in sorted(OUTSIDE_TREE))
-            total = dict(self.setup.node_total)
-            for r, v in outside.items():
-                total[r] = total.get(r, 0) - v
+        # updateClusterTotalResourceNoLock: what the system and default groups use is not shared
+        # (quotav1.Subtract keeps every key), whether the total is the Nodes' or the implicit one.
+        outside = sum_resources(self.states[g].used() for g in sorted(OUTSIDE_TREE))
+        total = dict(implicit_cluster_total(groups) if self.setup.node_total is None else self.setup.node_total)
+        for r, v in outside.items():
+            total[r] = total.get(r, 0) - v
         if total != self._total or not self._quota:
             own = {n: s.own_request() for n, s in self.states.items() if not s.inner}
             self._quota = compute_runtime(groups, own, total)

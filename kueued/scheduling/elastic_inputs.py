@@ -83,16 +83,7 @@ def group_of_manifest(obj: Mapping[str, Any]) -> ElasticGroup | None:
 def quota_of(
     obj: Mapping[str, Any], groups: Mapping[str, ElasticGroup], quotas: Sequence[Mapping[str, Any]]
 ) -> str:
-    """GetQuotaName + getPodAssociateQuotaName.
-
-    The quota label; else a quota named like the workload's namespace in that namespace;
-    else one whose ``namespaces`` annotation lists it; else the default group.  A label
-    naming no known group means the default group too.
-    """
-    name = k.workload_quota_label(obj)
-    if not name:
-        ns = k.namespace_of(obj)
-        by_ns = [q for q in quotas if k.name_of(q) == ns and k.namespace_of(q) == ns]
-        listed = [q for q in quotas if ns in k.quota_namespaces(q)]
-        name = k.name_of((by_ns or listed or [{}])[0]) or k.DEFAULT_QUOTA
+    """getPodAssociateQuotaName: GetQuotaName (``model.koordinator.pod_quota_name``), then the
+    default group for a name that is no known group (or the root's)."""
+    name = k.pod_quota_name(obj, quotas)
     return name if name in groups and name != k.ROOT_QUOTA else k.DEFAULT_QUOTA

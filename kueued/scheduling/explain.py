@@ -16,7 +16,10 @@ from kueued.quota.node import FR, QuotaNode
 from kueued.scheduling.snapshot import ClusterQueueSnapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["blocking_node", "explain"]
+__all__ = ["blocking_node", "explain", "STRICT_FIFO_WAIT"]
+
+STRICT_FIFO_WAIT = "waiting behind the head of its StrictFIFO queue"
+"""The reason of a pending workload no cycle judged: a StrictFIFO queue tries its head only."""
 
 
 def blocking_node(leaf: QuotaNode, fr: FR, value: int) -> tuple[QuotaNode, int, int, int | None] | None:

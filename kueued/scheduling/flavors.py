@@ -16,6 +16,11 @@ flavor, tried in the ClusterQueue's listed order:
 3. the flavor's grade is its worst resource's; the best flavor wins (``is_preferred``)
    and ``should_try_next`` decides whether to look further (flavorFungibility).
 
+A resource requested at zero takes part when the queue covers it: it is graded with its
+group (0 plus what earlier pod sets put there), gets the group's flavor and is listed in
+the admission, but adds no usage (``TotalRequestsFor``).  Where the queue does not cover
+it, it is ignored (kueue#8079).
+
 The oracle is injected (``Oracle``), so this module knows nothing of how preemption
 candidates are found.
 """
@@ -101,9 +106,10 @@ class Assignment:
     def add(self, psa: PodSetAssignment) -> None:
         self.pod_sets.append(psa)
         for res, choice in psa.choices.items():
-            fr = (choice.flavor, res)
-            self.usage[fr] = self.usage.get(fr, 0) + psa.requests[res]
             self.borrowing = max(self.borrowing, choice.borrow)
+            if psa.requests[res]:  # a zero request has a flavor but uses no quota (TotalRequestsFor)
+                fr = (choice.flavor, res)
+                self.usage[fr] = self.usage.get(fr, 0) + psa.requests[res]
         self.mode = min(self.mode, psa.mode)
         self.reasons.extend(psa.reasons)
 
@@ -138,9 +144,12 @@ def _assign_pod_set(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadIn
                     earlier: dict[FR, int], oracle: Oracle) -> PodSetAssignment:
     psa = PodSetAssignment(ps)
     requests = dict(ps.requests)
+    for res in ps.zeros:  # a zero request of a resource the queue does not cover is ignored (#8079)
+        if res in cq.group_of:
+            requests[res] = 0
     if "pods" in cq.group_of:
         requests["pods"] = ps.count * 1000
-        psa.requests = requests
+    psa.requests = requests
     for res in sorted(requests):
         if res in psa.choices:
             continue

@@ -4,7 +4,7 @@ Topology comes from ``kueued.quota.tree.Edges`` (implicit cohorts, cycles); amou
 from each object's resource groups.  Subtree quotas are computed bottom-up
 (``subtree(cohort) = own + sum(subtree(child) - local_quota(child))``).  A
 ClusterQueue is inactive when a flavor it names does not exist, when it sits on or
-under a cohort cycle, or when it is stopped; its workloads are never scheduled.
+under a cohort cycle or past the tree's depth limit, or when it is stopped; its workloads are never scheduled.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kueued.model import api
+from kueued.model.limits import MAX_TREE_DEPTH
 from kueued.model.quantity import parse
 from kueued.quota import node as qn
 from kueued.quota.node import FR, Limits, QuotaNode
@@ -51,7 +52,7 @@ def build_forest(*, cluster_queues: Mapping[str, api.ClusterQueue], cohorts: Map
         snap.register(CohortSnapshot(name, obj.spec if obj else None, node))
     for name, co in snap.cohorts.items():
         parent = edges.parent_of_cohort(name)
-        if parent and name not in edges.cyclic:
+        if parent and name not in edges.inactive:
             co.node.parent = snap.cohorts[parent].node
             co.node.parent.children.append(co.node)
     for name in sorted(cluster_queues):
@@ -60,33 +61,41 @@ def build_forest(*, cluster_queues: Mapping[str, api.ClusterQueue], cohorts: Map
         node.limits = limits_of(cq.spec.resource_groups)
         reason = _inactive_reason(cq, flavors, edges)
         item = ClusterQueueSnapshot(name, cq.spec, node, active=not reason, inactive_reason=reason)
-        if cq.spec.cohort_name and not edges.cq_in_cycle(name):
+        if cq.spec.cohort_name and not edges.cq_cut_off(name):
             node.parent = snap.cohorts[cq.spec.cohort_name].node
             node.parent.children.append(node)
         snap.register(item)
-    for root in [n for n in snap.nodes() if n.parent is None]:
+    for root in [n for n in snap.nodes() if n.parent is None]:  # cut-off cohorts are roots too
         _fill_subtree(root)
-    for name in edges.cyclic:  # still give them numbers, for reporting
-        _fill_subtree(snap.cohorts[name].node)
     return snap
 
 
-def _fill_subtree(node: QuotaNode) -> None:
-    total = {fr: lim.nominal for fr, lim in node.limits.items()}
-    for child in node.children:
-        _fill_subtree(child)
-        for fr, v in child.subtree.items():
-            total[fr] = total.get(fr, 0) + v - qn.local_quota(child, fr)
-    node.subtree = total
+def _fill_subtree(root: QuotaNode) -> None:
+    """Subtree quotas bottom up, iteratively (children before their parent)."""
+    order: list[QuotaNode] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children)
+    for node in reversed(order):
+        total = {fr: lim.nominal for fr, lim in node.limits.items()}
+        for child in node.children:
+            for fr, v in child.subtree.items():
+                total[fr] = total.get(fr, 0) + v - qn.local_quota(child, fr)
+        node.subtree = total
 
 
 def _inactive_reason(cq: api.ClusterQueue, flavors: Mapping[str, api.ResourceFlavor], edges: Edges) -> str:
     missing = sorted({f.name for rg in cq.spec.resource_groups for f in rg.flavors if f.name not in flavors})
     if missing:
         return f"ClusterQueue {cq.metadata.name} is inactive: flavor(s) {', '.join(missing)} not found"
-    if edges.cq_in_cycle(cq.metadata.name):
-        return (f"ClusterQueue {cq.metadata.name} is inactive: cohort {cq.spec.cohort_name} "
-                "is part of a cycle")
+    if edges.cq_cut_off(cq.metadata.name):
+        if cq.spec.cohort_name in edges.cyclic:
+            return (f"ClusterQueue {cq.metadata.name} is inactive: cohort {cq.spec.cohort_name} "
+                    "is part of a cycle")
+        return (f"ClusterQueue {cq.metadata.name} is inactive: cohort {cq.spec.cohort_name} is at level "
+                f"{edges.too_deep[cq.spec.cohort_name]} of its tree; kueued allows at most {MAX_TREE_DEPTH} levels")
     if cq.spec.stop_policy not in ("", "None"):
         return f"ClusterQueue {cq.metadata.name} is inactive: stopPolicy {cq.spec.stop_policy}"
     return ""

@@ -4,8 +4,11 @@
 (``kueued.model.api.Workload``) and is what queues, flavor assignment and preemption
 pass around.  Pod requests follow Kubernetes: per container ``requests`` (a limit
 stands in for a missing request), init containers take the max, pod overhead adds on;
-a pod set asks ``count`` times that.  Resources requested at zero are dropped: Kueue
-ignores them, even where the ClusterQueue does not cover them.
+a pod set asks ``count`` times that.  Resources requested at zero (``cpu: 0``, or any
+resource of a pod set with ``count: 0``) are kept apart in ``zeros``: they count for no
+quota, but flavor assignment still gives a covered one its group's flavor (Kueue keeps
+zero entries in a pod set's requests and skips them only where the ClusterQueue does not
+cover the resource).
 """
 
 from __future__ import annotations
@@ -60,13 +63,15 @@ def _container_requests(c: api.Container) -> dict[str, int]:
 
 
 class PodSetRequest:
-    __slots__ = ("name", "count", "requests", "spec")
+    __slots__ = ("name", "count", "requests", "spec", "zeros")
 
-    def __init__(self, name: str, count: int, requests: dict[str, int], spec: api.PodSpec) -> None:
+    def __init__(self, name: str, count: int, requests: dict[str, int], spec: api.PodSpec,
+                 zeros: tuple[str, ...] = ()) -> None:
         self.name = name
         self.count = count
         self.requests = requests  # total for all `count` pods, zero entries dropped
         self.spec = spec
+        self.zeros = zeros  # resources requested at zero in total, sorted
 
 
 class WorkloadInfo:
@@ -93,7 +98,8 @@ class WorkloadInfo:
             count = ps.count
             per_pod = pod_requests(pod)
             self.pod_sets.append(PodSetRequest(
-                ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v}, pod))
+                ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v * count}, pod,
+                tuple(r for r, v in sorted(per_pod.items()) if not v * count)))
         self.cluster_queue: str | None = None
         self.usage: dict[FR, int] = {}
         self.assigned_flavors: dict[str, dict[str, str]] = {}

@@ -295,3 +295,20 @@ def test_the_coordinator_rebuilds_each_admitted_set_in_order_from_the_reports(op
             Coordinator._fill(holder, snap, report)  # type: ignore[arg-type]
             held = snap.cluster_queues["a"].workloads
             assert [(k, id(w)) for k, w in held.items()] == [(k, id(w)) for k, w in actor.admitted.items()]
+
+
+async def test_a_sample_sees_the_requeues_still_riding_on_the_next_message() -> None:
+    """A failed head's Requeue is deferred to the queue's next message: the statistics record
+    that metrics read must come as a message after it, or it misses that workload."""
+    from actors.messages import Enqueue, Nominate, Requeue, Sample
+    from tests.scheduling.test_preemption import incoming
+    actor = ClusterQueueActor("a", strict=True)
+    async with anyio.create_task_group() as tg:
+        await tg.start(actor.run)
+        for name in ("w0", "w1"):
+            await actor.ask(Enqueue(incoming(name, cpu="1")))
+        head = (await actor.ask(Nominate())).head
+        actor.defer(Requeue(head, "Generic"))
+        assert actor.sample().active == 1  # read directly, the head still in flight is missed
+        assert (await actor.ask(Sample())).active == 2
+        actor.stop()

@@ -17,13 +17,14 @@ from actors.elastic.messages import Hold, Stats
 from actors.runtime import Actor
 from actors.simulation import run_actors
 from kueued.kube.port import InMemoryPort
+from kueued.manifests import load_manifests
 from kueued.model import koordinator as k
 from kueued.model.koordinator import from_koord_value, koord_value
 from kueued.quota.elastic import OUTSIDE_TREE, compute_runtime, implicit_cluster_total, sum_resources
 from kueued.scheduling.elastic import PREEMPTED, REVOKED, ElasticOutcome, prepare, run_elastic
 from kueued.scheduling.elastic_victims import exceeded
 from kueued.scheduling.run import elastic_inputs
-from kueued.simulate import load_manifests, simulate
+from kueued.simulate import simulate
 from kueued.world import World
 from tests.elastic.builders import EQ, WL, node
 
@@ -243,12 +244,9 @@ def test_requests_and_runtimes_converge_under_any_interleaving(case, seed, data)
     got, stats = anyio.run(main)
     states = full.states()
     own = {n: s.own_request() for n, s in states.items() if not s.inner}
-    if full.node_total is None:
-        total = implicit_cluster_total(full.groups)
-    else:
-        total = dict(full.node_total)
-        for r, v in sum_resources(states[g].used() for g in sorted(OUTSIDE_TREE)).items():
-            total[r] = total.get(r, 0) - v
+    total = implicit_cluster_total(full.groups) if full.node_total is None else dict(full.node_total)
+    for r, v in sum_resources(states[g].used() for g in sorted(OUTSIDE_TREE)).items():
+        total[r] = total.get(r, 0) - v  # what the system and default groups use, Nodes or not
     want = compute_runtime(full.groups, own, total)
     for name, (request, runtime, scaled_min) in got.items():
         assert request == want[name].request, name

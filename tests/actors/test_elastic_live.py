@@ -43,15 +43,12 @@ def expected(world: World, outcome: ElasticOutcome) -> dict[str, GroupQuota]:
     setup = prepare(*(elastic_inputs(world) or ([], [], list(world.nodes.values()))))
     states = setup.states()
     own = {n: s.own_request() for n, s in states.items() if not s.inner}
-    if setup.node_total is None:
-        total = implicit_cluster_total(setup.groups)
-    else:
-        requests = {w.key: w.request for w in setup.workloads}
-        outside = sum_resources(requests[key] for key, r in outcome.workloads.items()
-                                if r.state == "admitted" and r.cluster_queue in OUTSIDE_TREE)
-        total = dict(setup.node_total)
-        for r, v in outside.items():
-            total[r] = total.get(r, 0) - v
+    requests = {w.key: w.request for w in setup.workloads}
+    outside = sum_resources(requests[key] for key, r in outcome.workloads.items()
+                            if r.state == "admitted" and r.cluster_queue in OUTSIDE_TREE)
+    total = implicit_cluster_total(setup.groups) if setup.node_total is None else dict(setup.node_total)
+    for r, v in outside.items():
+        total[r] = total.get(r, 0) - v  # what the system and default groups use, Nodes or not
     return compute_runtime(setup.groups, own, total)
 
 

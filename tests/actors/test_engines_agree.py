@@ -8,7 +8,8 @@ import pytest
 
 from actors.simulation import run_actors
 from kueued.kube.port import InMemoryPort
-from kueued.simulate import load_manifests, simulate
+from kueued.manifests import load_manifests
+from kueued.simulate import simulate
 from tests.conformance.test_scenarios import SCENARIOS
 
 

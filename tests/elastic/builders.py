@@ -120,6 +120,11 @@ class WL:
         self.obj["spec"]["priority"] = p
         return self
 
+    def queue(self, name: str) -> WL:
+        """A Kueue workload: submitted through a LocalQueue (it then stands for no Koordinator pod)."""
+        self.obj["spec"]["queueName"] = name
+        return self
+
     def non_preemptible(self) -> WL:
         self.obj["metadata"]["labels"][k.LABEL_PREEMPTIBLE] = "false"
         return self

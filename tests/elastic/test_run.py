@@ -158,6 +158,22 @@ def test_nodes_set_the_total_minus_default_usage():
     assert out.quota_groups["team"].runtime == milli(cpu="5")
 
 
+@pytest.mark.parametrize(("nodes", "runtime", "state"), [
+    pytest.param([], "7", "pending", id="implicit-total-10-minus-3"),
+    pytest.param([node("n1", cpu="14")], "8", "admitted", id="nodes-14-minus-3-leave-enough"),
+])
+def test_what_the_default_group_uses_is_not_shared(nodes, runtime, state):
+    """updateClusterTotalResourceNoLock: the root shares the total minus the default group's used,
+    also when the total is the top-level groups' max (no Nodes)."""
+    quotas = [EQ("cluster").cluster(cpu="10").force().build(),
+              EQ("team").parent("cluster").min(cpu="0").max(cpu="10").build()]
+    out = run_elastic(quotas, [WL("d", namespace="misc").req(cpu="3").at(1).build(),
+                               WL("t", "team").req(cpu="8").at(2).build()], nodes)
+    assert out.workloads["misc/d"].cluster_queue == k.DEFAULT_QUOTA
+    assert out.quota_groups["team"].runtime == milli(cpu=runtime)
+    assert out.workloads["default/t"].state == state
+
+
 def test_workload_requests_follow_the_pod_rule():
     obj = WL("w").count(3).build()
     spec = obj["spec"]["podSets"][0]["template"]["spec"]

@@ -148,6 +148,12 @@ def paths(errors: list[FieldError]) -> set[str]:
 RG0 = "spec.resourceGroups[0]"
 WEIGHT = "spec.fairSharing.weight"
 RQ0 = f"{RG0}.flavors[0].resources[0]"
+AC0 = "spec.admissionChecksStrategy.admissionChecks[0]"
+
+
+def checks(*rules: tuple[str, list[str]]) -> Obj:
+    """An admissionChecksStrategy: (check name, onFlavors) per rule."""
+    return {"admissionChecks": [{"name": name, "onFlavors": on} for name, on in rules]}
 
 
 # ---- ClusterQueue -----------------------------------------------------------------------------
@@ -241,6 +247,24 @@ RQ0 = f"{RG0}.flavors[0].resources[0]"
                  {"spec.admissionScope.admissionMode"}, id="unknown-admission-mode"),
     pytest.param(cluster_queue(admissionChecksStrategy={"admissionChecks": []}),
                  {"spec.admissionChecksStrategy.admissionChecks"}, id="empty-admission-checks"),
+    pytest.param(cluster_queue(admissionChecksStrategy=checks(("ac", ["default"]), ("all", []))),
+                 set(), id="check-on-own-flavor"),
+    pytest.param(cluster_queue(admissionChecksStrategy=checks(("ac", ["default", "spot"]))),
+                 {f"{AC0}.onFlavors[1]"}, id="check-on-flavor-the-queue-lacks"),
+    pytest.param(cluster_queue(groups=[], admissionChecksStrategy=checks(("ac", ["default"]))),
+                 {f"{AC0}.onFlavors[0]"}, id="check-on-flavor-without-resource-groups"),
+    pytest.param(cluster_queue(admissionChecks=["ac"], admissionChecksStrategy=checks(("ac", []))),
+                 {"spec"}, id="legacy-admission-checks-beside-strategy"),
+    pytest.param(cluster_queue(admissionChecks=["ac"]), set(), id="legacy-admission-checks-alone"),
+    pytest.param(cluster_queue(groups=[group((f"r{g}",), *[flavor(f"f{g}-{i}", res(f"r{g}")) for i in range(52)])
+                                       for g in range(5)]),
+                 {"spec.resourceGroups"}, id="260-flavors-in-all"),
+    pytest.param(cluster_queue(groups=[group(tuple(f"r{g}-{i}" for i in range(52)), flavor(
+        f"f{g}", *[res(f"r{g}-{i}") for i in range(52)])) for g in range(5)]),
+        {"spec.resourceGroups"}, id="260-covered-resources-in-all"),
+    pytest.param(cluster_queue(groups=[group(tuple(f"r{i}" for i in range(9)), *[
+        flavor(f"f{j}", *[res(f"r{i}") for i in range(9)]) for j in range(57)])]),
+        {RG0}, id="513-flavor-resource-pairs-in-a-group"),
     pytest.param(cluster_queue(resourceGroups="cpu"), {"spec.resourceGroups"}, id="wrong-type"),
 ])
 def test_cluster_queue(obj: Obj, expected: set[str]) -> None:
@@ -254,6 +278,10 @@ def test_cluster_queue_reasons_read_like_kueue() -> None:
         'Invalid value: "5": must be less than or equal to the nominalQuota (5 > 3)']
     assert [e.reason for e in validate_object(policy)] == [
         'Unsupported value: "Foo": supported values: "Never", "LowerPriority", "Any"']
+    on_flavors = cluster_queue(groups=[group(("cpu",), flavor("spot"), flavor("default"))],
+                               admissionChecksStrategy=checks(("ac", ["gpu"])))
+    assert [e.reason for e in validate_object(on_flavors)] == [
+        'Unsupported value: "gpu": supported values: "default", "spot"']
 
 
 # ---- Cohort -----------------------------------------------------------------------------------

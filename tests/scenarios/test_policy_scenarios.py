@@ -1,5 +1,8 @@
 """kueued's own conformance-style scenarios (``tests/scenarios/**.yaml``), on both engines.
 
+``policies/`` holds the KEP-1093 admission-policy scenarios; ``peers/`` pins rules of Kueue's
+and Koordinator's own code that the shared scenarios do not show.
+
 Same format as ``../shared/conformance/FORMAT.md`` and judged by the conformance
 runner's own ``compare``; each runs through the pure core and through the actors.
 The policy scenarios also run with every ``kueued.io/admission-policy`` annotation
@@ -19,8 +22,9 @@ import pytest
 import yaml
 
 from actors.simulation import run_actors
+from kueued.manifests import load_manifests
 from kueued.scheduling.policies import ADMISSION_POLICY
-from kueued.simulate import load_manifests, simulate
+from kueued.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE.parents[1].parent / "shared" / "conformance" / "run"
@@ -58,8 +62,8 @@ def test_scenario(path: Path, engine: str) -> None:
 
 
 @pytest.mark.skipif(not RUNNER.is_file(), reason="../shared/conformance is not beside this checkout")
-@pytest.mark.parametrize("path", [p for p in _params()
-                                  if yaml.safe_load(p.values[0].read_text())["name"] not in SAME_WITHOUT_POLICIES])
+@pytest.mark.parametrize("path", [p for p in _params() if p.values[0].parent.name == "policies"
+                                  and yaml.safe_load(p.values[0].read_text())["name"] not in SAME_WITHOUT_POLICIES])
 def test_policy_changes_the_outcome(path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     manifests = copy.deepcopy(load_manifests([path]))

@@ -13,7 +13,12 @@ Three layers refuse a bad quota object, and this module applies them in one pass
    covered resources are qualified names and unique across groups, a flavor appears in one
    group only, resources are listed in ``coveredResources`` order, quotas are
    non-negative, borrowing/lending limits need a cohort (CQ) or parent (Cohort), a CQ's
-   lending limit stays within its nominal quota, a fair-sharing weight is 0 or > 1e-9.
+   lending limit stays within its nominal quota, a fair-sharing weight is 0 or > 1e-9;
+   for a CQ, at most 256 flavors and 256 covered resources in all and 512 (flavor,
+   resource) pairs per group, an admission check's ``onFlavors`` names only flavors of the
+   queue's own groups (validateAdmissionCheckOnFlavors), and ``spec.admissionChecks`` (the
+   v1beta1 list, which v1beta2 turned into the strategy) is not set beside
+   ``admissionChecksStrategy`` (v1beta1's validateCQAdmissionChecks).
 
 Defaults matter to the CEL rules (they run after defaulting): an absent
 ``reclaimWithinCohort`` is ``Never``, an absent ``whenCanBorrow`` is ``MayStopSearch``.
@@ -59,7 +64,11 @@ def validate_cluster_queue(obj: dict[str, Any], old: dict[str, Any] | None) -> l
     label_selector(errs, spec.get("namespaceSelector"), "spec.namespaceSelector")
     _flavor_fungibility(errs, spec.get("flavorFungibility"), "spec.flavorFungibility")
     _preemption(errs, spec.get("preemption"), "spec.preemption")
-    _admission_checks_strategy(errs, spec.get("admissionChecksStrategy"), "spec.admissionChecksStrategy")
+    _admission_checks_strategy(errs, spec.get("admissionChecksStrategy"), "spec.admissionChecksStrategy",
+                               flavors=_flavor_names(spec.get("resourceGroups")))
+    if spec.get("admissionChecks") and spec.get("admissionChecksStrategy") is not None:
+        errs.invalid("spec", spec, "Either AdmissionChecks or AdmissionCheckStrategy can be set, but not both")
+    _totals(errs, spec.get("resourceGroups"), "spec.resourceGroups")
     enum(errs, spec.get("stopPolicy"), "spec.stopPolicy", _STOP)
     check_fair_sharing(errs, spec.get("fairSharing"), "spec.fairSharing")
     if spec.get("admissionScope") is not None:
@@ -212,7 +221,9 @@ def _preemption(errs: Errors, value: object, path: str) -> None:
         errs.invalid(path, pre, "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never")
 
 
-def _admission_checks_strategy(errs: Errors, value: object, path: str) -> None:
+def _admission_checks_strategy(errs: Errors, value: object, path: str, *, flavors: list[str]) -> None:
+    """The list-map schema, then the webhook's rule (validateAdmissionCheckOnFlavors): every
+    ``onFlavors`` entry is a flavor of the queue's own resource groups."""
     if value is None:
         return
     strategy = mapping(errs, value, path)
@@ -239,3 +250,41 @@ def _admission_checks_strategy(errs: Errors, value: object, path: str) -> None:
                 errs.duplicate(index(on_path, j), text)
             if text is not None:
                 flavors_seen.add(text)
+                if text not in flavors:
+                    errs.not_supported(index(on_path, j), text, flavors)
+
+
+def _flavor_names(groups: object) -> list[str]:
+    """utilqueue.AllFlavors: every flavor named in the resource groups, sorted (Kueue lists them unordered)."""
+    rgs = groups if isinstance(groups, list) else []
+    return sorted({fq["name"] for rg in rgs for fq in _list(rg, "flavors")
+                   if isinstance(fq, dict) and isinstance(fq.get("name"), str)})
+
+
+MAX_TOTAL = 256
+MAX_COMBINATIONS = 512
+
+
+def _totals(errs: Errors, groups: object, path: str) -> None:
+    """validateTotalFlavors, validateTotalCoveredResources, validateFlavorResourceCombinations:
+    at most 256 flavors and 256 covered resources across the groups, 512 (flavor, resource)
+    pairs in one group."""
+    rgs = [rg if isinstance(rg, dict) else {} for rg in groups] if isinstance(groups, list) else []
+    flavors = sum(len(_list(rg, "flavors")) for rg in rgs)
+    if flavors > MAX_TOTAL:
+        errs.invalid(path, flavors, f"total number of flavors across all resourceGroups must be ≤ {MAX_TOTAL}, "
+                                    f"got {flavors}")
+    covered = sum(len(_list(rg, "coveredResources")) for rg in rgs)
+    if covered > MAX_TOTAL:
+        errs.invalid(path, covered, "total number of covered resources across all resourceGroups must be "
+                                    f"≤ {MAX_TOTAL}, got {covered}")
+    for i, rg in enumerate(rgs):
+        pairs = sum(len(_list(fq, "resources")) for fq in _list(rg, "flavors"))
+        if pairs > MAX_COMBINATIONS:
+            errs.invalid(index(path, i), pairs, "number of flavor-resource combinations in a resourceGroup must be "
+                                                f"≤ {MAX_COMBINATIONS}, got {pairs}")
+
+
+def _list(obj: object, name: str) -> list[Any]:
+    value = obj.get(name) if isinstance(obj, dict) else None
+    return value if isinstance(value, list) else []

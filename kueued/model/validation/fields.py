@@ -40,6 +40,10 @@ def key(path: str, k: str) -> str:
     return f"{path}[{k}]"
 
 
+_SHOWN = 256
+"""Characters of a bad string value quoted in an error; the rest is counted, not shown."""
+
+
 def render(value: object) -> str:
     """Render a bad value as Go's ``field.Error`` does: strings quoted, objects by kind."""
     if isinstance(value, bool):
@@ -49,6 +53,8 @@ def render(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, str):
+        if len(value) > _SHOWN:  # a hostile megabyte name must not become a megabyte of log
+            return json.dumps(value[:_SHOWN])[:-1] + f'..." ({len(value):,} characters)'
         return json.dumps(value)
     if isinstance(value, Mapping):
         return '"object"'

@@ -41,7 +41,7 @@ from kueued.errors import FieldError
 from .fields import Errors, boolean, child, enum, index, integer, key, mapping, sequence, string
 from .memo import VerdictMemo
 from .meta import check_metadata
-from .names import DNS1123_LABEL, exact, quantity, reference
+from .names import DNS1123_LABEL, date_time, exact, quantity, reference
 
 __all__ = ["validate_workload", "has_condition"]
 
@@ -211,6 +211,7 @@ def _conditions(errs: Errors, value: object, path: str) -> None:
                 errs.duplicate(p, {"type": kind})
             seen.add(kind)
         enum(errs, cond.get("status"), child(p, "status"), ("True", "False", "Unknown"))
+        date_time(errs, cond.get("lastTransitionTime"), child(p, "lastTransitionTime"))
 
 
 def _admission(errs: Errors, value: object, path: str, counts: dict[str, int], n_pod_sets: int) -> None:

@@ -1,0 +1,76 @@
+"""Why workloads wait and why queues are inactive, logged once per change by the daemon.
+
+A daemon that only logs decisions leaves an operator guessing at what it did *not* do.
+After each batch of rounds :class:`ReasonLog` compares every pending workload's reason and
+every ClusterQueue's inactive reason with what it logged last, and logs at INFO only what
+appeared or changed:
+
+- ``workload_pending`` (workload, cluster_queue, reason): the sentence ``simulate`` prints,
+  quota reasons with the blocking node of the tree and its numbers
+  (``cohort acme: cpu 18 used + 6 requested > 18 quota``);
+- ``cluster_queue_inactive`` (cluster_queue, reason) and ``cluster_queue_active`` when it
+  clears.
+
+A reason is compared by its sentence before the numbers are worked out, so a backlog whose
+verdicts do not move costs one dictionary comparison per workload per batch, and no log
+line.  What was logged for a workload that is admitted or deleted is forgotten.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from kueued.scheduling.explain import STRICT_FIFO_WAIT, explain
+
+if TYPE_CHECKING:
+    from actors.coordinator import Coordinator
+    from kueued.scheduling.snapshot import Snapshot
+
+__all__ = ["ReasonLog"]
+
+log = structlog.get_logger("kueued.daemon")
+
+
+class ReasonLog:
+    def __init__(self) -> None:
+        self._pending: dict[str, str] = {}
+        self._inactive: dict[str, str] = {}
+
+    async def update(self, coord: Coordinator) -> None:
+        world = coord.world
+        changed: list[tuple[str, str]] = []
+        pending: dict[str, str] = {}
+        for key, wl in world.workloads.items():
+            if wl.admitted:
+                continue
+            why = coord.unrouted.get(key) or coord.reasons.get(key) or STRICT_FIFO_WAIT
+            pending[key] = why
+            if self._pending.get(key) != why:
+                changed.append((key, why))
+        self._pending = pending
+        snapshot = await coord.assemble() if any("quota" in why for _, why in changed) else None
+        for key, why in changed:
+            self._log_pending(coord, key, why, snapshot)
+        self._log_queues(coord)
+
+    def _log_pending(self, coord: Coordinator, key: str, why: str, snapshot: Snapshot | None) -> None:
+        wl = coord.world.workloads[key]
+        cq_name = coord.world.route(wl)[0]
+        if snapshot is not None and key not in coord.unrouted and "quota" in why:
+            cq = snapshot.cluster_queues.get(cq_name or "")
+            detail = explain(cq, wl) if cq is not None else ""
+            if detail:
+                why = f"{why} ({detail})"
+        log.info("workload_pending", workload=key, cluster_queue=cq_name, reason=why)
+
+    def _log_queues(self, coord: Coordinator) -> None:
+        inactive = {name: cq.inactive_reason for name, cq in coord.forest.cluster_queues.items() if not cq.active}
+        for name, why in inactive.items():
+            if self._inactive.get(name) != why:
+                log.info("cluster_queue_inactive", cluster_queue=name, reason=why)
+        for name in self._inactive.keys() - inactive.keys():
+            if name in coord.forest.cluster_queues:
+                log.info("cluster_queue_active", cluster_queue=name)
+        self._inactive = inactive
