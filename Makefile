@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test conformance bench lint clean
+DEVCLUSTER := $(BIN)/python -m kueued.devcluster
+
+.PHONY: demo test conformance bench lint clean control-plane dev-cluster dev-cluster-down test-integration
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +23,22 @@ test: $(STAMP)
 conformance: $(STAMP)
 	$(BIN)/python ../shared/conformance/run ../shared/conformance/scenarios --kueued $(BIN)/kueued
 
+# The local Kubernetes control plane (kube-apiserver, etcd, kubectl built from their Go modules,
+# cached under ~/.cache/kueued/control-plane; minutes the first time, a fraction of a second after).
+control-plane: $(STAMP)
+	$(DEVCLUSTER) build
+
+dev-cluster: $(STAMP)
+	$(DEVCLUSTER) up
+
+dev-cluster-down: $(STAMP)
+	$(DEVCLUSTER) down
+
+test-integration: $(STAMP)
+	$(BIN)/python -m pytest -q tests/integration
+
 lint: $(STAMP)
 	$(BIN)/ruff check kueued actors tests bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .dev-cluster
