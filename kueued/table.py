@@ -83,7 +83,7 @@ _INFINITE = 2**63 - 1
 
 def _queues(report: Report) -> Table:
     qt = Table(title="Queues (shares per mille)")
-    for col in ("queue", "policy", "weight", "usage / quota", "share", "ranked by"):
+    for col in ("queue", "policy", "weight", "usage / quota (whole subtree)", "share", "ranked by"):
         qt.add_column(col, overflow="fold")
     for key, q in report.queues.items():
         name = "  " * q.depth + key.split("/", 1)[1]

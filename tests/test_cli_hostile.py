@@ -161,3 +161,14 @@ def test_the_daemon_keeps_serving_beside_a_hostile_directory_in_json(tmp_path: P
     assert "workload_admitted" in names and "daemon_stopping" in names
     unreadable = sorted(Path(e["file"]).name for e in events if e["event"] == "manifest_unreadable")
     assert unreadable == ["dangling.yaml", "latin.yaml", "list.yaml"]
+
+
+def test_a_pending_reason_says_when_its_numbers_count_a_shared_pool(tmp_path: Path, capsys) -> None:
+    lender = cluster_queue("a", quotas("default", cpu=("10", None, "2")), cohort="co")
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all([namespace("ns"), flavor("default"), lender,
+                                        cluster_queue("b", quotas("default", cpu="0"), cohort="co"),
+                                        local_queue("lq", "ns", "b"), workload("big", "ns", "lq", cpu="3")]))
+    assert main(["simulate", "-o", "json", str(path)]) == 0
+    reason = json.loads(capsys.readouterr().out)["workloads"]["ns/big"]["reason"]
+    assert "cohort co: cpu 0 used + 3 requested > 2 quota (counted in its shared pool" in reason

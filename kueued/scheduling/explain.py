@@ -6,6 +6,11 @@ the first node where usage + charge would pass what the node may hold (its subtr
 quota plus its borrowingLimit, or its subtree quota at a root) is the one that
 blocks.  The sentence names it, e.g.
 ``cohort research: cpu 12 used + 4 requested > 10 quota + 2 borrowingLimit``.
+
+Those numbers are Kueue's node balance: a Cohort's usage and quota count only what its members
+lend to it, so where a lendingLimit keeps part of a member's quota (and the usage inside it) out
+of the Cohort, they are smaller than the whole subtree's usage and nominal quota that
+``simulate``'s Queues table shows; the sentence then says so.
 """
 
 from __future__ import annotations
@@ -37,6 +42,18 @@ def blocking_node(leaf: QuotaNode, fr: FR, value: int) -> tuple[QuotaNode, int, 
     return None
 
 
+def _pooled(node: QuotaNode, fr: FR) -> bool:
+    """Whether a lendingLimit below ``node`` keeps quota out of it: its numbers then count the pool
+    its members lend to it, not all they hold (what ``simulate``'s Queues table shows)."""
+    stack = list(node.children)
+    while stack:
+        child = stack.pop()
+        if qn.local_quota(child, fr):
+            return True
+        stack.extend(child.children)
+    return False
+
+
 def explain(cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> str:
     """One clause per flavor that was tried for the first resource that cannot fit."""
     parts: list[str] = []
@@ -54,8 +71,11 @@ def explain(cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> str:
                 kind = "cohort" if node.is_cohort else "ClusterQueue"
                 quota = format_milli(node.subtree.get((flavor, res), 0), resource=res)
                 limit = f" + {format_milli(bl, resource=res)} borrowingLimit" if bl is not None else ""
+                pooled = _pooled(node, (flavor, res))
                 clauses.append(f"flavor {flavor}: {kind} {node.name}: {res} {format_milli(used, resource=res)} "
-                               f"used + {format_milli(charge, resource=res)} requested > {quota} quota{limit}")
+                               f"used + {format_milli(charge, resource=res)} requested > {quota} quota{limit}"
+                               + (" (counted in its shared pool: members' lendingLimits keep the rest)"
+                                  if pooled else ""))
             if clauses:
                 parts.append("; ".join(clauses))
                 return " | ".join(parts)
