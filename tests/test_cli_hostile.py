@@ -172,3 +172,14 @@ def test_a_pending_reason_says_when_its_numbers_count_a_shared_pool(tmp_path: Pa
     assert main(["simulate", "-o", "json", str(path)]) == 0
     reason = json.loads(capsys.readouterr().out)["workloads"]["ns/big"]["reason"]
     assert "cohort co: cpu 0 used + 3 requested > 2 quota (counted in its shared pool" in reason
+
+
+def test_json_output_never_writes_a_word_where_a_quantity_belongs(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all([namespace("ns"), flavor("default"),
+                                        cluster_queue("cq", quotas("default", cpu="1e100000000")),
+                                        local_queue("lq", "ns", "cq"), workload("a", "ns", "lq", cpu="1")]))
+    assert main(["simulate", "-o", "json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "unlimited" not in out
+    assert json.loads(out)["queues"]["ClusterQueue/cq"]["quota"] == {"default": {"cpu": "9223372036854775807"}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -95,3 +96,27 @@ def test_elastic_quotas_and_nodes_can_be_deleted_when_koordinator_allows_it() ->
     assert world.delete(node("n1"))[0] is Change.ELASTIC and not world.nodes
     assert set(world.elastic_quotas) == {"ElasticQuota/kube-system/busy"}
 
+
+
+@pytest.mark.parametrize("manifest, path", [
+    pytest.param({"apiVersion": "v1", "kind": ["Namespace"], "metadata": {"name": "x"}}, "kind: Invalid value",
+                 id="kind-a-list"),
+    pytest.param({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+                  "metadata": {"name": "q", "namespace": "ns", "labels": ["a"]}, "spec": {}},
+                 "metadata.labels", id="elastic-labels-a-list"),
+    pytest.param({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+                  "metadata": {"name": "q", "namespace": "ns"}, "spec": ["max"]}, "spec: Invalid value",
+                 id="elastic-spec-a-list"),
+    pytest.param({**workload("w", "ns", "lq", cpu="1"), "metadata": {"name": "w", "namespace": "ns",
+                                                                    "creationTimestamp": "yesterday"}},
+                 "metadata.creationTimestamp: Invalid value", id="creation-timestamp"),
+    pytest.param({**workload("w", "ns", "lq", cpu="1"), "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "False", "lastTransitionTime": "2026-13-45T00:00:00Z"}]}},
+        "status.conditions[0].lastTransitionTime: Invalid value", id="condition-time"),
+])
+def test_malformed_fields_are_refused_with_their_path_not_an_internal_error(manifest: dict, path: str) -> None:
+    world = World()
+    change, key = world.apply(manifest)
+    assert change is Change.REJECTED
+    assert world.rejected[key].startswith(path)
+    assert "cannot be read" not in world.rejected[key] and "Error" not in world.rejected[key]
