@@ -234,13 +234,20 @@ class Coordinator:
         same ClusterQueue: a label, an annotation or a priority may change.  The manifest
         source carries no status, so without this any edit released the quota and queued
         the workload again.  The queue then holds the new version in the old one's place.
+        On a cluster the new version is usually the echo of kueued's own status write: it
+        holds the same reservation, which is kept as it stands.
         """
         cq = old.cluster_queue
-        if (not old.admitted or new.admitted or cq not in self.cluster_queues
-                or new.queue_name != old.queue_name or new.obj.spec.pod_sets != old.obj.spec.pod_sets
-                or self.world.route(new)[0] != cq):
+        if (not old.admitted or cq not in self.cluster_queues
+                or new.queue_name != old.queue_name or new.obj.spec.pod_sets != old.obj.spec.pod_sets):
             return False
-        new.admit(cq, dict(old.usage), old.assigned_flavors, at=old.reserved_at)  # type: ignore[arg-type]
+        if new.admitted:  # the API server's echo of the admission kueued wrote: the same reservation
+            if new.cluster_queue != cq or new.usage != old.usage:
+                return False
+        elif self.world.route(new)[0] != cq:
+            return False
+        else:
+            new.admit(cq, dict(old.usage), old.assigned_flavors, at=old.reserved_at)  # type: ignore[arg-type]
         if not await self.cluster_queues[cq].ask(Replace(new)):  # type: ignore[index]
             new.release()
             return False

@@ -41,12 +41,12 @@ from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
 from actors.messages import Sample
 from actors.reasons import ReasonLog
-from kueued.kube.port import ApiPort, InMemoryPort
+from kueued.kube.port import ApiPort
 from kueued.metrics import Metrics
 from kueued.model.api import object_key
 from kueued.scheduling.elastic import prepare
 from kueued.scheduling.run import make_iterate, make_preemptor
-from kueued.sources import ManifestDirectory
+from kueued.sources import ManifestDirectory, Source
 from kueued.world import Change, World
 
 __all__ = ["run_daemon", "sd_notify"]
@@ -73,12 +73,13 @@ def sd_notify(state: str) -> bool:
     return True
 
 
-async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
+async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 2.0,
                      on_settled: Callable[[Coordinator], None] | None = None,
                      handle_signals: bool = True, metrics: Metrics | None = None,
                      clock: Callable[[], float] = time.monotonic) -> None:
+    if isinstance(source, Path):
+        source = ManifestDirectory(source)
     world = World()
-    source = ManifestDirectory(manifests)
     async with anyio.create_task_group() as tg:
         # A run's outcome reads every eviction; a daemon runs for months and reads none (the
         # structured log and the API carry them), so it keeps only the latest for debugging.
@@ -91,27 +92,18 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
         await elastic.start(tg)
         if handle_signals:
             tg.start_soon(_stop_on_signal, tg.cancel_scope)
-        sd_notify("READY=1")
-        log.info("daemon_ready", manifests=str(manifests))
+        batch = await source.initial()  # nothing is decided before every kind's first list is in
+        ready = False
         unsettled = False  # the last rounds stopped at the interval, before quiescence
         reasons = ReasonLog()
         try:
             while True:
-                changed = 0
-                elastic_changed = False
-                for verb, manifest in source.scan():
-                    change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
-                    changed += 1
-                    key = object_key(manifest)
-                    reason = world.rejected.get(key, "") if change is Change.REJECTED else None
-                    if reason is not None:
-                        log.warning("object_rejected", object=key, reason=reason)
-                    elastic_changed = elastic_changed or manifest.get("kind") in _ELASTIC_KINDS
-                    if manifest.get("kind") == "ElasticQuota":
-                        await elastic.validated(manifest, reason)
+                changed, elastic_changed = await _apply(batch, coord, elastic, port, tg)
                 _log_problems(source)
+                if not ready:  # READY once every actor runs and the first load is applied
+                    _resume_evictions(world, port)
                 due = elastic.deadline()
-                if changed or unsettled or (due is not None and due <= clock()):
+                if changed or unsettled or not ready or (due is not None and due <= clock()):
                     if elastic_changed:
                         await elastic.sync_world(world)
                     pause_at = clock() + interval
@@ -119,27 +111,69 @@ async def run_daemon(manifests: Path, port: ApiPort, *, interval: float = 2.0,
                     unsettled = not coord.quiescent
                     elastic_rounds = await elastic.run_to_quiescence()
                     await elastic.publish()
+                    await port.finish_evictions()
                     log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
                              elastic_rounds=elastic_rounds)
-                    await reasons.update(coord)
+                    await reasons.update(coord, port)
+                    await port.flush_pending()
                     if metrics is not None:
-                        metrics.rounds.inc(rounds + elastic_rounds)
-                        replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
-                        metrics.observe_queues([await r.result(a.ask_timeout) for a, r in replies])
-                        if isinstance(port, InMemoryPort):
-                            metrics.observe_commits(port.log)
+                        await _observe(metrics, coord, port, rounds + elastic_rounds)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
+                if not ready:
+                    ready = True
+                    sd_notify("READY=1")
+                    log.info("daemon_ready", source=source.name, objects=len(world.raw))
                 due = elastic.deadline()
                 pause = interval if due is None else min(interval, max(0.0, due - clock()))
-                await anyio.sleep(0 if unsettled else pause)
+                batch = await source.changes(0 if unsettled else pause)
         finally:
             sd_notify("STOPPING=1")
             coord.stop()
             elastic.stop()
 
 
-def _log_problems(source: ManifestDirectory) -> None:
+async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
+                 tg: anyio.abc.TaskGroup) -> tuple[int, bool]:
+    """Apply one batch of source events; (how many, whether the elastic tree must follow)."""
+    elastic_changed = False
+    for verb, manifest in batch:
+        change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
+        key = object_key(manifest)
+        reason = coord.world.rejected.get(key, "") if change is Change.REJECTED else None
+        if reason is not None:
+            log.warning("object_rejected", object=key, reason=reason)
+        kind = manifest.get("kind")
+        if verb == "delete" and kind == "Workload":
+            port.forget(key.split("/", 1)[1])
+        elastic_changed = elastic_changed or kind in _ELASTIC_KINDS
+        if kind == "ElasticQuota":
+            await elastic.validated(manifest, reason)
+    return len(batch), elastic_changed
+
+
+def _resume_evictions(world: World, port: ApiPort) -> None:
+    """A Workload found evicted but still holding its reservation (a restart between the two
+    phases of an eviction): its second phase is written with the next round's commits."""
+    resume = getattr(port, "resume_eviction", None)
+    if resume is None:
+        return
+    for key, wl in world.workloads.items():
+        if wl.admitted:
+            evicted = next((c for c in wl.obj.status.conditions if c.type == "Evicted" and c.status == "True"), None)
+            if evicted is not None:
+                resume(key, evicted.message)
+
+
+async def _observe(metrics: Metrics, coord: Coordinator, port: ApiPort, rounds: int) -> None:
+    metrics.rounds.inc(rounds)
+    # asked, not read: a queue's deferred requeues are delivered before it answers
+    replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
+    metrics.observe_queues([await r.result(a.ask_timeout) for a, r in replies])
+    metrics.observe_commits(getattr(port, "counts", {}))
+
+
+def _log_problems(source: Source) -> None:
     """Each unreadable file or document once when it appears or changes, and once when it reads again."""
     new, cleared = source.problem_changes()
     for problem in new:

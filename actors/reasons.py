@@ -26,6 +26,7 @@ from kueued.scheduling.explain import STRICT_FIFO_WAIT, explain
 
 if TYPE_CHECKING:
     from actors.coordinator import Coordinator
+    from kueued.kube.port import ApiPort
     from kueued.scheduling.snapshot import Snapshot
 
 __all__ = ["ReasonLog"]
@@ -38,7 +39,8 @@ class ReasonLog:
         self._pending: dict[str, str] = {}
         self._inactive: dict[str, str] = {}
 
-    async def update(self, coord: Coordinator) -> None:
+    async def update(self, coord: Coordinator, port: ApiPort | None = None) -> None:
+        """Log what changed; tell ``port`` each changed pending reason (it keeps them in status)."""
         world = coord.world
         changed: list[tuple[str, str]] = []
         pending: dict[str, str] = {}
@@ -52,10 +54,12 @@ class ReasonLog:
         self._pending = pending
         snapshot = await coord.assemble() if any("quota" in why for _, why in changed) else None
         for key, why in changed:
-            self._log_pending(coord, key, why, snapshot)
+            sentence = self._log_pending(coord, key, why, snapshot)
+            if port is not None:
+                port.pending(key, sentence)
         self._log_queues(coord)
 
-    def _log_pending(self, coord: Coordinator, key: str, why: str, snapshot: Snapshot | None) -> None:
+    def _log_pending(self, coord: Coordinator, key: str, why: str, snapshot: Snapshot | None) -> str:
         wl = coord.world.workloads[key]
         cq_name = coord.world.route(wl)[0]
         if snapshot is not None and key not in coord.unrouted and "quota" in why:
@@ -64,6 +68,7 @@ class ReasonLog:
             if detail:
                 why = f"{why} ({detail})"
         log.info("workload_pending", workload=key, cluster_queue=cq_name, reason=why)
+        return why
 
     def _log_queues(self, coord: Coordinator) -> None:
         inactive = {name: cq.inactive_reason for name, cq in coord.forest.cluster_queues.items() if not cq.active}

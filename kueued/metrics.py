@@ -5,13 +5,13 @@ Names follow Kueue's (``kueue_pending_workloads``, ``kueue_admitted_active_workl
 over.  Each :class:`Metrics` has its own registry (tests make several); the daemon
 serves it with prometheus-client's HTTP server when ``--metrics-port`` is set.
 
-Counters are fed from the API port's commit log (admissions and evictions that
-actually reached the API), gauges from the actors' own statistics records.
+Counters are fed from the API port's commit counts (admissions and evictions that
+actually reached the API, on every port), gauges from the actors' own statistics records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -50,7 +50,7 @@ class Metrics:
         self.evictions = Counter("kueued_evictions", "Evictions committed to the API",
                                  ["cluster_queue", "reason"], registry=r)
         self.rounds = Counter("kueued_scheduling_rounds", "Scheduling rounds run", registry=r)
-        self._seen = 0
+        self._seen: dict[tuple[str, str, str], int] = {}
 
     def observe_queues(self, samples: Iterable[QueueSample]) -> None:
         for s in samples:
@@ -61,11 +61,15 @@ class Metrics:
             for (flavor, resource), milli in s.usage.items():
                 self.usage.labels(s.name, flavor, resource).set(milli / 1000)
 
-    def observe_commits(self, log: list) -> None:
-        """Count the port's commits made since the last call (``InMemoryPort.log``)."""
-        for c in log[self._seen:]:
-            if c.kind == "admit":
-                self.admissions.labels(c.cluster_queue).inc()
+    def observe_commits(self, counts: Mapping[tuple[str, str, str], int]) -> None:
+        """Bring the counters up to the port's commit counts (``ApiPort.counts``; any port)."""
+        for key, total in counts.items():
+            delta = total - self._seen.get(key, 0)
+            if delta <= 0:
+                continue
+            kind, cluster_queue, reason = key
+            if kind == "admit":
+                self.admissions.labels(cluster_queue).inc(delta)
             else:
-                self.evictions.labels(c.cluster_queue, c.detail.split(":", 1)[0]).inc()
-        self._seen = len(log)
+                self.evictions.labels(cluster_queue, reason).inc(delta)
+            self._seen[key] = total

@@ -30,17 +30,35 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import anyio
 
 from kueued.manifests import Problem, read_manifests
 from kueued.model.api import object_key
 
-__all__ = ["ManifestDirectory", "KIND_ORDER", "is_manifest_name"]
+__all__ = ["ManifestDirectory", "KIND_ORDER", "Source", "is_manifest_name"]
 
 KIND_ORDER = {"Configuration": 0, "Namespace": 1, "Node": 1, "ResourceFlavor": 2, "WorkloadPriorityClass": 2,
               "Cohort": 3, "ElasticQuota": 3, "ClusterQueue": 4, "LocalQueue": 5, "Workload": 6}
 
 Stamp = tuple[int, int, int, int]
+
+
+class Source(Protocol):
+    """Where the daemon's objects come from: this directory, or the API server's watches."""
+
+    name: str
+
+    async def initial(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every object there is, once, before the first decision (an initial sync)."""
+        ...
+
+    async def changes(self, wait: float) -> list[tuple[str, dict[str, Any]]]:
+        """What changed since the last call, after waiting up to ``wait`` seconds for something."""
+        ...
+
+    def problem_changes(self) -> tuple[list[Problem], list[str]]: ...
 
 
 def is_manifest_name(name: str) -> bool:
@@ -56,6 +74,7 @@ def _order(change: tuple[str, dict[str, Any]]) -> int:
 class ManifestDirectory:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.name = str(root)
         self._stamps: dict[Path, Stamp] = {}
         self._files: dict[Path, dict[str, dict[str, Any]]] = {}  # what each file held when it last read
         self._seen: dict[str, dict[str, Any]] = {}                # the directory as last yielded, by key
@@ -72,6 +91,14 @@ class ManifestDirectory:
             out.update((p.where, p) for p in problems)
         out.update((f"{p.where}: {p.reason}", p) for p in self._duplicates)
         return out
+
+    async def initial(self) -> list[tuple[str, dict[str, Any]]]:
+        return list(self.scan())
+
+    async def changes(self, wait: float) -> list[tuple[str, dict[str, Any]]]:
+        """A directory cannot say when it changes: wait, then look."""
+        await anyio.sleep(wait)
+        return list(self.scan())
 
     def scan(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """The changes since the last scan (see the module docstring)."""

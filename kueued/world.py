@@ -72,6 +72,10 @@ def _type_error(kind: object, api_version: object) -> FieldError | None:
     return None
 
 
+def _finished(wl: api.Workload) -> bool:
+    return any(c.type == "Finished" and c.status == "True" for c in wl.status.conditions)
+
+
 def _node_errors(manifest: dict[str, Any]) -> list[FieldError]:
     """The API server's schema for what kueued reads of a Node: allocatable quantities."""
     allocatable = (manifest.get("status") or {}).get("allocatable") or {}
@@ -221,6 +225,9 @@ class World:
             self.priority_classes[name] = obj.value
             return Change.ROUTING
         if kind == "Workload":
+            if _finished(obj):  # Kueue's Finished condition: its quota is free, it never queues again
+                self.workloads.pop(f"{obj.metadata.namespace}/{name}", None)
+                return Change.WORKLOAD
             wl = WorkloadInfo(obj, priority=self.priority_of(obj))
             prev = self.workloads.get(wl.key)
             if prev is not None:

@@ -16,12 +16,13 @@ reads objects from a source that cannot be refused, so it says so on the object)
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
 
-__all__ = ["ApiPort", "InMemoryPort", "Committed", "Condition", "QuotaStatus"]
+__all__ = ["ApiPort", "InMemoryPort", "Committed", "Condition", "QuotaStatus", "count_commit"]
 
 
 class Committed(msgspec.Struct, frozen=True):
@@ -63,25 +64,64 @@ class ApiPort(Protocol):
         """Set (replace by type) a condition in the ElasticQuota's status; False when refused."""
         ...
 
+    def pending(self, workload: str, message: str) -> None:
+        """Why ``workload`` waits now (written by :meth:`flush_pending` where status is kept)."""
+        ...
+
+    def forget(self, workload: str) -> None:
+        """``workload`` is gone: drop whatever is kept for it."""
+        ...
+
+    async def flush_pending(self) -> int: ...
+
+    async def finish_evictions(self) -> list[str]:
+        """Complete evictions whose second phase (the reservation cleared) is still to write."""
+        ...
+
+
+def count_commit(counts: Counter, commit: Committed) -> None:
+    """Commits by (kind, ClusterQueue, reason): what metrics count, on every port."""
+    counts[(commit.kind, commit.cluster_queue, commit.detail.split(":", 1)[0])] += 1
+
 
 class InMemoryPort:
     """Records every commit and status write; ``refuse`` decides which admissions fail (a conflict)."""
 
-    def __init__(self, *, refuse: Callable[[str], bool] | None = None) -> None:
-        self.log: list[Committed] = []
-        self.quota_status: list[QuotaStatus] = []
+    def __init__(self, *, refuse: Callable[[str], bool] | None = None, keep: int | None = None) -> None:
+        # ``keep`` bounds what is remembered (a daemon runs for months; a test reads it all)
+        self.log: deque[Committed] = deque(maxlen=keep)
+        self.quota_status: deque[QuotaStatus] = deque(maxlen=keep)
+        self.counts: Counter = Counter()
+        self.pending_reasons: dict[str, str] = {}
         self.refuse = refuse
 
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
                     usage: dict[tuple[str, str], int]) -> bool:
         if self.refuse is not None and self.refuse(workload):
             return False
-        self.log.append(Committed("admit", workload, cluster_queue))
+        self._commit(Committed("admit", workload, cluster_queue))
+        self.pending_reasons.pop(workload, None)
         return True
 
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
-        self.log.append(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
+        self._commit(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
         return True
+
+    def _commit(self, commit: Committed) -> None:
+        self.log.append(commit)
+        count_commit(self.counts, commit)
+
+    def pending(self, workload: str, message: str) -> None:
+        self.pending_reasons[workload] = message
+
+    def forget(self, workload: str) -> None:
+        self.pending_reasons.pop(workload, None)
+
+    async def flush_pending(self) -> int:
+        return 0
+
+    async def finish_evictions(self) -> list[str]:
+        return []
 
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
         self.quota_status.append(QuotaStatus(quota, namespace, dict(annotations)))
