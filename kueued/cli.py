@@ -96,6 +96,15 @@ def _parser() -> argparse.ArgumentParser:
                      help="serve Prometheus metrics on this port (default 0: off)")
     val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
     val.add_argument("files", nargs="+", type=Path)
+    man = sub.add_parser("manifests", help="print the CRDs and RBAC kueued needs (kubectl apply --server-side -f -)",
+                         description="The CustomResourceDefinitions of every kind kueued reads (Kueue's "
+                                     "kueue.x-k8s.io/v1beta2 kinds and Koordinator's ElasticQuota), generated from "
+                                     "kueued's own API structs, and a least-privilege ClusterRole, a lease Role, "
+                                     "a ServiceAccount and their bindings.")
+    man.add_argument("--no-crds", action="store_true", help="leave the CRDs out (a cluster that runs Kueue's)")
+    man.add_argument("--no-rbac", action="store_true", help="leave the RBAC out")
+    man.add_argument("--user", metavar="NAME", help="also bind the roles to this user (a client-certificate user)")
+    man.add_argument("--namespace", default="kueued-system", help="for the ServiceAccount and the lease Role")
     return ap
 
 
@@ -118,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             return _validate(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "manifests":
+            from kueued.kube.manifests import render
+            sys.stdout.write(render(crds=not args.no_crds, rbac=not args.no_rbac, user=args.user,
+                                    namespace=args.namespace))
+            return 0
     except KueuedError as exc:
         fail(str(exc))
         return 2

@@ -16,8 +16,9 @@ The state directory (``.dev-cluster`` by default) holds everything::
     pki/ etcd/ logs/     certificates, etcd's data, each server's log
     .kueued-dev-cluster  marks the directory as ours: `down` removes only such a directory
 
-After the apiserver is ready, :func:`provision` applies kueued's own objects. That is
-the hook where CRDs and RBAC land once the project can produce them.
+After the apiserver is ready, :func:`provision` applies kueued's own objects: the CRDs
+and RBAC that ``kueued manifests`` prints (:func:`kueued.kube.manifests.render`), then
+waits until the API server serves every CRD.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ from kueued.devcluster.build import Progress, ensure_built
 from kueued.devcluster.controlplane import ControlPlane
 from kueued.devcluster.errors import ControlPlaneError, log_tail
 from kueued.devcluster.versions import Binaries
+from kueued.kube.crds import KINDS
+from kueued.kube.manifests import render
 
 MARKER = ".kueued-dev-cluster"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEV_USER = "kueued"  # bound to kueued's roles besides its ServiceAccount
 _READY_TIMEOUT_S = 180.0
 _STOP_TIMEOUT_S = 45.0
 
@@ -48,22 +51,28 @@ Provision = Callable[[Path, Binaries, Progress], None]
 
 
 def provision(kubeconfig: Path, bins: Binaries, progress: Progress) -> None:
-    """Apply kueued's CRDs and RBAC to a fresh cluster.
+    """Apply kueued's CRDs and RBAC to a fresh cluster and wait until every CRD is served.
 
-    HOOK: once a ``kueued manifests`` command prints the CRDs and kueued's RBAC, call it
-    here and apply its output (``up(after_ready=...)`` takes any such function). Until
-    then this applies ``config/crds/`` if the project has one, and otherwise says it
-    skipped.
+    The same stream as ``kueued manifests --user kueued``, applied server-side as a user
+    would pipe it: the roles are bound to the user ``kueued`` as well, so a client
+    certificate for that name (``ControlPlane.user_kubeconfig``) runs kueued with exactly
+    the daemon's permissions, as the integration tests do.  kueued's objects are kueued's:
+    a field another manager set is taken over (``--force-conflicts``).
+    ``up(after_ready=...)`` takes any other such function (or None to skip this).
     """
-    crds = PROJECT_ROOT / "config" / "crds"
-    if not crds.is_dir():
-        progress(f"no {crds.relative_to(PROJECT_ROOT)}/ yet: skipping kueued's CRDs and RBAC")
-        return
-    applied = subprocess.run([str(bins.kubectl), "--kubeconfig", str(kubeconfig), "apply", "--server-side",
-                              "-f", str(crds)], capture_output=True, text=True)
+    kubectl = [str(bins.kubectl), "--kubeconfig", str(kubeconfig)]
+    applied = subprocess.run([*kubectl, "apply", "--server-side", "--force-conflicts", "--field-manager=kueued",
+                              "-f", "-"], input=render(user=DEV_USER), capture_output=True, text=True)
     if applied.returncode != 0:
-        raise ControlPlaneError("provision", f"kubectl apply -f {crds} failed", tail=applied.stderr.strip())
-    progress(f"applied {crds}")
+        raise ControlPlaneError("provision", "kubectl apply of kueued's CRDs and RBAC failed",
+                                tail=applied.stderr.strip())
+    # A CRD is accepted before it is served: wait, so whatever runs next can create objects.
+    crds = [f"crd/{kind.name}" for kind in KINDS]
+    served = subprocess.run([*kubectl, "wait", "--for=condition=Established", "--timeout=60s", *crds],
+                            capture_output=True, text=True)
+    if served.returncode != 0:
+        raise ControlPlaneError("provision", "kueued's CRDs were not established", tail=served.stderr.strip())
+    progress(f"applied kueued's {len(crds)} CRDs and RBAC (namespace kueued-system)")
 
 
 def up(state_dir: Path, *, apiserver_args: Sequence[str] = (), progress: Progress,

@@ -1,0 +1,113 @@
+"""kueued's RBAC: a least-privilege ClusterRole, a Role for its leases, and who they are bound to.
+
+:data:`RULES` is the single list of what the daemon may call, one rule per code path that
+needs it, with the reason beside it.  It is data so a test can hold it against the calls
+the API layer makes: a verb no code path uses should go, and a call without a rule fails
+in the cluster (403), not in review.  Nothing here is ``*``.
+
+Cluster-wide rules become the ClusterRole ``kueued``; the lease rule (leader election)
+becomes a Role in kueued's own namespace, so kueued cannot touch another controller's
+lease.  Both are bound to the ServiceAccount ``kueued`` there and, when asked, to a plain
+user (integration tests authenticate as user ``kueued`` with a client certificate).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from kueued.kube.crds import KOORDINATOR_GROUP, KUEUE_GROUP
+
+__all__ = ["Rule", "RULES", "NAME", "rbac"]
+
+NAME = "kueued"
+_RBAC = "rbac.authorization.k8s.io"
+_READ = ("get", "list", "watch")
+_STATUS = ("get", "update", "patch")
+
+
+class Rule(NamedTuple):
+    group: str                 # "" is the core group
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    why: str                   # the code path that calls it
+    namespaced: bool = False   # True: granted in kueued's namespace only (the Role)
+
+
+RULES: tuple[Rule, ...] = (
+    # ClusterSource (kube/watch.py): list, then watch, every kind the World applies;
+    # KubeClient.get refreshes one object.
+    Rule(KUEUE_GROUP, ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses",
+                       "workloads"), _READ,
+         "ClusterSource: list-then-watch of every Kueue kind the World applies; KubeClient.get"),
+    # KubePort.admit / evict / flush_pending (kube/commits.py): a merge patch of
+    # status.admission and conditions carrying the resourceVersion decided on, so a
+    # conflict fails the commit (KubeClient.patch_status); replace_status is the PUT (update).
+    # `get` on a status subresource (here and below) serves the read-modify-write that
+    # precedes an update (kubectl patch --subresource reads first too); it shows nothing a
+    # get of the object does not, and Kueue's own role grants it likewise.
+    Rule(KUEUE_GROUP, ("workloads/status",), _STATUS,
+         "KubePort.admit, evict, flush_pending: admission, eviction and Pending conditions on the Workload"),
+    # The queue status writer (to come): pending/reserving/admitted counts, flavor usage, fair share,
+    # and the Active condition that says why a queue is inactive.
+    Rule(KUEUE_GROUP, ("clusterqueues/status", "localqueues/status", "cohorts/status"), _STATUS,
+         "queue status writer: counts, usage, fair share and conditions of ClusterQueues, LocalQueues, Cohorts"),
+    # The Job integration (to come): a Workload per Job, kept in step with it, removed with it.
+    Rule(KUEUE_GROUP, ("workloads",), ("create", "update", "patch", "delete"),
+         "Job integration: creates, updates and deletes the Workload that stands for a Job"),
+    # The ElasticQuota watch, then KubePort.annotate_quota: Koordinator's request/runtime
+    # annotations are metadata, so they are a merge patch of the object itself (KubeClient.patch).
+    Rule(KOORDINATOR_GROUP, ("elasticquotas",), _READ, "ClusterSource: list-then-watch of ElasticQuota groups"),
+    Rule(KOORDINATOR_GROUP, ("elasticquotas",), ("patch",),
+         "KubePort.annotate_quota: the quota.scheduling.koordinator.sh/request and /runtime annotations"),
+    # KubePort.set_quota_condition: the Accepted condition on an ElasticQuota's status.
+    Rule(KOORDINATOR_GROUP, ("elasticquotas/status",), _STATUS,
+         "KubePort.set_quota_condition: an ElasticQuota's Accepted condition (why it was refused)"),
+    # Namespace labels decide ClusterQueue namespaceSelectors; nodes' allocatable is the
+    # elastic quota tree's total.
+    Rule("", ("namespaces", "nodes"), _READ,
+         "ClusterSource: namespace labels for namespaceSelectors, node allocatable for the elastic total"),
+    # KubeClient.create_event: a decision as an Event on the object it concerns (core/v1,
+    # cluster-scoped objects' events in `default`); patch bumps a repeated event's count
+    # instead of creating another, and events.k8s.io/v1 is the same object under its new API.
+    Rule("", ("events",), ("create", "patch"), "KubeClient.create_event: admissions, evictions, refusals"),
+    Rule("events.k8s.io", ("events",), ("create", "patch"), "event recorder through events.k8s.io/v1"),
+    # The Job integration (to come): suspend a Job until admitted, then unsuspend it with
+    # the flavor's node selector.
+    Rule("batch", ("jobs",), ("get", "list", "watch", "update", "patch"),
+         "Job integration: watches Jobs, suspends and unsuspends them, injects node selectors"),
+    # Leader election: one active kueued; a Lease in kueued's own namespace only.
+    Rule("coordination.k8s.io", ("leases",), ("get", "create", "update"),
+         "leader election: read, take and renew kueued's Lease", namespaced=True),
+)
+
+
+def _policy(rule: Rule) -> dict[str, Any]:
+    return {"apiGroups": [rule.group], "resources": list(rule.resources), "verbs": list(rule.verbs)}
+
+
+def _subjects(namespace: str, user: str | None) -> list[dict[str, Any]]:
+    subjects: list[dict[str, Any]] = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+    if user:
+        subjects.append({"kind": "User", "apiGroup": _RBAC, "name": user})
+    return subjects
+
+
+def rbac(*, namespace: str = "kueued-system", user: str | None = None) -> list[dict[str, Any]]:
+    """The Namespace, ServiceAccount, roles and bindings, in the order ``kubectl apply`` needs."""
+    labels = {"app.kubernetes.io/managed-by": "kueued"}
+    subjects = _subjects(namespace, user)
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": NAME, "namespace": namespace, "labels": labels}},
+        {"apiVersion": f"{_RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": labels},
+         "rules": [_policy(r) for r in RULES if not r.namespaced]},
+        {"apiVersion": f"{_RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": NAME, "labels": labels},
+         "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": NAME}, "subjects": subjects},
+        {"apiVersion": f"{_RBAC}/v1", "kind": "Role",
+         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+         "rules": [_policy(r) for r in RULES if r.namespaced]},
+        {"apiVersion": f"{_RBAC}/v1", "kind": "RoleBinding",
+         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+         "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": NAME}, "subjects": subjects},
+    ]
