@@ -76,10 +76,11 @@ def sd_notify(state: str) -> bool:
 async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 2.0,
                      on_settled: Callable[[Coordinator], None] | None = None,
                      handle_signals: bool = True, metrics: Metrics | None = None,
-                     clock: Callable[[], float] = time.monotonic) -> None:
+                     clock: Callable[[], float] = time.monotonic, world: World | None = None) -> None:
+    """Run until cancelled (SIGTERM); ``world`` may be given to share it with the port."""
     if isinstance(source, Path):
         source = ManifestDirectory(source)
-    world = World()
+    world = world if world is not None else World()
     async with anyio.create_task_group() as tg:
         # A run's outcome reads every eviction; a daemon runs for months and reads none (the
         # structured log and the API carry them), so it keeps only the latest for debugging.

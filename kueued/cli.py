@@ -83,15 +83,22 @@ def _parser() -> argparse.ArgumentParser:
                           "from event to event; real sleeps until each, as Kueue's test does")
     sim.add_argument("--plot", type=Path, metavar="DIR",
                      help="write PNG charts of a timed run to DIR (needs the 'plot' extra: matplotlib)")
-    run = sub.add_parser("run", help="run the daemon (objects from a manifest directory until the "
-                                     "Kubernetes layer lands)",
-                         description="Start one actor per ClusterQueue and Cohort and a root coordinator; "
-                                     "apply objects from --manifests as they appear, change or disappear, and "
-                                     "schedule after every change. Decisions are logged as structured events.")
-    run.add_argument("--manifests", type=Path, default=Path("/etc/kueued/manifests"),
-                     help="directory of YAML manifests to watch (default: /etc/kueued/manifests)")
+    run = sub.add_parser("run", help="run the daemon against a Kubernetes API server (or a manifest directory)",
+                         description="Start one actor per ClusterQueue and Cohort and a root coordinator; watch the "
+                                     "cluster's Kueue and Koordinator objects, admit and evict Workloads by writing "
+                                     "their status as Kueue does, and log decisions as structured events. With "
+                                     "--manifests, read a directory of YAML manifests instead (offline; decisions "
+                                     "stay in memory and in the log).")
+    run.add_argument("--kubeconfig", type=Path,
+                     help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+    run.add_argument("--context", help="kubeconfig context (default: its current one)")
+    run.add_argument("--insecure-skip-tls-verify", action="store_true",
+                     help="do not verify the API server's certificate (logged as a warning)")
+    run.add_argument("--manifests", type=Path, metavar="DIR",
+                     help="offline: follow this directory of YAML manifests instead of an API server")
     run.add_argument("--interval", type=_interval, default=2.0,
-                     help="seconds between directory scans, 0.01 to 3600 (default 2)")
+                     help="seconds a backlog is worked on before new events are read, and between directory "
+                          "scans; 0.01 to 3600 (default 2)")
     run.add_argument("--metrics-port", type=_port, default=0,
                      help="serve Prometheus metrics on this port (default 0: off)")
     val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
@@ -257,12 +264,10 @@ def _run(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from actors.daemon import run_daemon
-    from kueued.kube.port import InMemoryPort
-    if not args.manifests.is_dir():
+    from kueued.metrics import Metrics
+    if args.manifests is not None and not args.manifests.is_dir():
         fail(f"--manifests {args.manifests} is not a directory")
         return 2
-    from kueued.metrics import Metrics
     metrics = Metrics()
     if args.metrics_port:
         from prometheus_client import start_http_server
@@ -271,8 +276,40 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             fail(f"--metrics-port {args.metrics_port}: cannot serve metrics there: {exc.strerror or exc}")
             return 2
-    anyio.run(partial(run_daemon, args.manifests, InMemoryPort(), interval=args.interval, metrics=metrics))
+    main = _run_offline if args.manifests is not None else _run_cluster
+    anyio.run(partial(main, args, metrics))
     return 0
+
+
+async def _run_offline(args: argparse.Namespace, metrics) -> None:
+    from actors.daemon import EVENTS_KEPT, run_daemon
+    from kueued.kube.port import InMemoryPort
+    await run_daemon(args.manifests, InMemoryPort(keep=EVENTS_KEPT), interval=args.interval, metrics=metrics)
+
+
+async def _run_cluster(args: argparse.Namespace, metrics) -> None:
+    """Watch the cluster (an initial sync before any decision) and commit through its API."""
+    import anyio
+
+    from actors.daemon import run_daemon
+    from kueued.kube.client import connect
+    from kueued.kube.commits import KubePort
+    from kueued.kube.watch import ClusterSource
+    from kueued.world import World
+    client = await connect(args.kubeconfig, context=args.context,
+                           insecure_skip_tls_verify=args.insecure_skip_tls_verify)
+    world = World()
+
+    def requests_of(key: str) -> list[tuple[str, int, dict[str, int]]] | None:
+        wl = world.workloads.get(key)
+        return None if wl is None else [(ps.name, ps.count, ps.requests) for ps in wl.pod_sets]
+
+    port = KubePort(client, manifest_of=lambda key: world.raw.get(f"Workload/{key}"), requests_of=requests_of)
+    async with client, anyio.create_task_group() as tg:
+        source = ClusterSource(client, name=str(args.kubeconfig or "cluster"))
+        tg.start_soon(source.run)
+        await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world)
+        tg.cancel_scope.cancel()
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -1,0 +1,253 @@
+"""The API port on a real cluster: decisions written as Kueue writes them.
+
+:class:`KubePort` implements :class:`~kueued.kube.port.ApiPort` with status writes, so
+``kubectl get workloads``, kueuectl and dashboards read kueued's decisions exactly as they
+read Kueue's:
+
+- **Admission**: a JSON merge patch on the Workload's ``status`` subresource that sets
+  ``status.admission`` (``clusterQueue``; per pod set ``name``, ``flavors``,
+  ``resourceUsage`` for all its pods, ``count``) and the ``QuotaReserved`` and ``Admitted``
+  conditions.  The patch carries the ``resourceVersion`` of the Workload kueued decided on,
+  so the API server refuses it (409) if the Workload changed meanwhile: the commit then
+  fails, the coordinator gives the reservation back and decides again on the new version.
+- **Eviction**, in Kueue's two phases.  First ``Evicted`` (reason ``Preempted``) and
+  ``Preempted`` (the preemption reason: ``InClusterQueue``, ``InCohortReclamation``, ...);
+  the workload keeps its quota.  Then, once nothing runs for it, the reservation is cleared
+  (``status.admission`` removed, ``QuotaReserved`` and ``Admitted`` False) and the quota is
+  free.  A Workload with no Job behind it has no pods, so the second phase follows the first
+  at once; a failed second phase is retried by :meth:`finish_evictions` (also after a
+  restart, for a Workload found evicted but still holding its admission).
+- **Pending**: ``QuotaReserved=False`` with reason ``Pending`` and the sentence kueued already
+  builds, written only when it changes and at most once per ``pending_interval`` seconds
+  per workload (:meth:`pending`, :meth:`flush_pending`).
+- **ElasticQuota**: the request/runtime annotations (a merge patch on the object) and the
+  ``Accepted`` condition on its status.
+
+Conditions are merged by type into the Workload's current list (a merge patch replaces a
+list whole), with ``lastTransitionTime`` kept when the status does not change.  Every write
+goes through a :class:`StatusClient` (``kueued.kube.client``), whose errors are kueued's own
+(:mod:`kueued.kube.errors`): a conflict or a vanished object is a refused commit (``False``),
+never an exception out of the coordinator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import structlog
+
+from kueued.kube.errors import ApiError
+from kueued.kube.port import Committed, Condition, count_commit
+from kueued.model.quantity import format_milli
+
+__all__ = ["KubePort", "StatusClient", "merge_conditions"]
+
+log = structlog.get_logger("kueued.kube")
+
+
+class StatusClient(Protocol):
+    async def patch_status(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict: ...
+
+    async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict: ...
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merge_conditions(current: list[dict[str, Any]], new: list[Condition], *, generation: int | None,
+                     now: str) -> list[dict[str, Any]]:
+    """``current`` with each of ``new`` set by type (metav1's SetStatusCondition)."""
+    out = [dict(c) for c in current if isinstance(c, dict)]
+    for cond in new:
+        entry: dict[str, Any] = {"type": cond.type, "status": cond.status, "reason": cond.reason,
+                                 "message": cond.message, "lastTransitionTime": now}
+        if generation is not None:
+            entry["observedGeneration"] = generation
+        for i, old in enumerate(out):
+            if old.get("type") == cond.type:
+                if old.get("status") == cond.status and old.get("lastTransitionTime"):
+                    entry["lastTransitionTime"] = old["lastTransitionTime"]
+                out[i] = entry
+                break
+        else:
+            out.append(entry)
+    return out
+
+
+class KubePort:
+    """Commits through the API server; ``manifest_of(key)`` is the Workload manifest decided on."""
+
+    def __init__(self, client: StatusClient, *, manifest_of: Callable[[str], dict[str, Any] | None],
+                 requests_of: Callable[[str], list[tuple[str, int, dict[str, int]]] | None],
+                 pending_interval: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.manifest_of = manifest_of      # "ns/name" -> the Workload as last seen (World.raw)
+        self.requests_of = requests_of      # "ns/name" -> [(pod set, count, total requests in milli)]
+        self.pending_interval = pending_interval
+        self.clock = clock
+        self.log: deque[Committed] = deque(maxlen=10_000)  # the latest commits, for debugging
+        self.counts: Counter = Counter()    # every commit by (kind, ClusterQueue, reason), for metrics
+        self.refused = 0
+        self._pending_written: dict[str, tuple[str, float]] = {}
+        self._pending_due: dict[str, str] = {}
+        self._evicting: dict[str, str] = {}  # workload -> eviction message: phase two still to write
+
+    # --- admission ---------------------------------------------------------------------------
+    async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
+                    usage: dict[tuple[str, str], int]) -> bool:
+        manifest = self.manifest_of(workload)
+        requests = self.requests_of(workload)
+        if manifest is None or requests is None:
+            return False
+        assignments = []
+        for name, count, totals in requests:
+            chosen = flavors.get(name, {})
+            assignments.append({
+                "name": name, "count": count,
+                "flavors": {res: chosen[res] for res in sorted(totals) if res in chosen},
+                "resourceUsage": {res: format_milli(v, resource=res) for res, v in sorted(totals.items())},
+            })
+        conditions = [Condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue "
+                                                                          f"{cluster_queue}"),
+                      Condition("Admitted", "True", "Admitted", "The workload is admitted")]
+        body = self._status_body(manifest, conditions, conditional=True)
+        body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
+        if not await self._write(workload, body, what="admit"):
+            return False
+        self._pending_written.pop(workload, None)
+        self._pending_due.pop(workload, None)
+        self._committed(Committed("admit", workload, cluster_queue))
+        return True
+
+    # --- eviction, two phases ------------------------------------------------------------------
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+        manifest = self.manifest_of(workload)
+        if manifest is None:
+            return False
+        conditions = [Condition("Evicted", "True", "Preempted", message),
+                      Condition("Preempted", "True", reason, message)]
+        if not await self._write(workload, self._status_body(manifest, conditions, conditional=True),
+                                 what="evict"):
+            return False
+        self._committed(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
+        self._evicting[workload] = message
+        await self.finish_evictions([workload])  # no pods behind a bare Workload: phase two at once
+        return True
+
+    def _committed(self, commit: Committed) -> None:
+        self.log.append(commit)
+        count_commit(self.counts, commit)
+
+    async def finish_evictions(self, workloads: list[str] | None = None) -> list[str]:
+        """Clear the reservation of evicted workloads (phase two); the ones done."""
+        done = []
+        for workload in list(self._evicting if workloads is None else workloads):
+            message = self._evicting.get(workload)
+            manifest = self.manifest_of(workload)
+            if message is None or manifest is None:
+                self._evicting.pop(workload, None)
+                continue
+            conditions = [Condition("QuotaReserved", "False", "Pending", message),
+                          Condition("Admitted", "False", "NoReservation", "The workload has no reservation")]
+            body = self._status_body(manifest, conditions, conditional=False)
+            body["status"]["admission"] = None
+            if await self._write(workload, body, what="release"):
+                self._evicting.pop(workload, None)
+                done.append(workload)
+        return done
+
+    def resume_eviction(self, workload: str, message: str) -> None:
+        """A Workload found evicted but still holding its admission (a restart between the phases)."""
+        self._evicting[workload] = message
+
+    # --- pending -----------------------------------------------------------------------------
+    def pending(self, workload: str, message: str) -> None:
+        """Say why ``workload`` waits; written by :meth:`flush_pending` when it changed."""
+        last = self._pending_written.get(workload)
+        if last is None or last[0] != message:
+            self._pending_due[workload] = message
+        else:
+            self._pending_due.pop(workload, None)
+
+    def forget(self, workload: str) -> None:
+        self._pending_written.pop(workload, None)
+        self._pending_due.pop(workload, None)
+        self._evicting.pop(workload, None)
+
+    async def flush_pending(self) -> int:
+        """Write the due pending conditions whose workload was not written within the interval."""
+        now = self.clock()
+        written = 0
+        for workload, message in list(self._pending_due.items()):
+            last = self._pending_written.get(workload)
+            if last is not None and now - last[1] < self.pending_interval:
+                continue
+            manifest = self.manifest_of(workload)
+            del self._pending_due[workload]
+            if manifest is None:
+                continue
+            status = _dict(manifest.get("status"))
+            if status.get("admission"):
+                continue  # admitted meanwhile (an echo not seen yet): no pending condition over it
+            body = self._status_body(manifest, [Condition("QuotaReserved", "False", "Pending", message)],
+                                     conditional=False)
+            if await self._write(workload, body, what="pending"):
+                self._pending_written[workload] = (message, now)
+                written += 1
+        return written
+
+    # --- ElasticQuota --------------------------------------------------------------------------
+    async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
+        try:
+            await self.client.patch("ElasticQuota", namespace, quota, {"metadata": {"annotations": annotations}})
+        except ApiError as exc:
+            log.warning("status_write_failed", object=f"ElasticQuota/{namespace}/{quota}", error=str(exc))
+            return False
+        return True
+
+    async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
+        body = {"status": {"conditions": merge_conditions([], [condition], generation=None, now=_now())}}
+        try:
+            await self.client.patch_status("ElasticQuota", namespace, quota, body)
+        except ApiError as exc:
+            log.warning("status_write_failed", object=f"ElasticQuota/{namespace}/{quota}", error=str(exc))
+            return False
+        return True
+
+    # --- the one edge ---------------------------------------------------------------------------
+    def _status_body(self, manifest: dict[str, Any], conditions: list[Condition], *,
+                     conditional: bool) -> dict[str, Any]:
+        meta = _dict(manifest.get("metadata"))
+        listed = _dict(manifest.get("status")).get("conditions")
+        current = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+        merged = merge_conditions(current, conditions, generation=meta.get("generation"), now=_now())
+        body: dict[str, Any] = {"status": {"conditions": merged}}
+        if conditional and meta.get("resourceVersion"):
+            body["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+        return body
+
+    async def _write(self, workload: str, body: dict[str, Any], *, what: str) -> bool:
+        namespace, name = workload.split("/", 1)
+        try:
+            updated = await self.client.patch_status("Workload", namespace, name, body)
+        except ApiError as exc:
+            self.refused += 1
+            log.info("commit_refused", workload=workload, commit=what, error=type(exc).__name__,
+                     detail=str(exc)[:200])
+            return False
+        manifest = self.manifest_of(workload)
+        if manifest is not None and isinstance(updated, dict):
+            # the next write of this workload builds on what this one made (conditions, version)
+            manifest["status"] = updated.get("status", manifest.get("status"))
+            manifest.setdefault("metadata", {})["resourceVersion"] = \
+                (updated.get("metadata") or {}).get("resourceVersion")
+        return True

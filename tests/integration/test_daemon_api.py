@@ -1,0 +1,166 @@
+"""``kueued run`` against a real API server, driven with kubectl as a user would.
+
+kueued runs as its own process, authenticated as user ``kueued`` and bound only to the RBAC
+that ``kueued manifests`` prints; the tests apply objects and read the Kueue status shapes
+back with ``kubectl``, waiting with ``kubectl wait`` (on the event, never a sleep).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+
+pytestmark = pytest.mark.control_plane
+
+
+@pytest.fixture(scope="module")
+def installed(control_plane: Any) -> Any:
+    from kueued.kube.manifests import render
+    control_plane.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", "-",
+                              stdin=render(user="kueued"))
+    control_plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    return control_plane
+
+
+class Daemon:
+    """``kueued run`` as a subprocess, its JSON log lines kept."""
+
+    def __init__(self, cluster: Any, log_path: Path) -> None:
+        self.cluster = cluster
+        self.log_path = log_path
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> Daemon:
+        kubeconfig = self.cluster.user_kubeconfig("kueued")
+        self.out = self.log_path.open("a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kueued.cli", "--log-format", "json", "--log-level", "INFO", "run",
+             "--kubeconfig", str(kubeconfig), "--interval", "0.2"],
+            stderr=self.out, stdout=subprocess.DEVNULL, text=True)
+        return self
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=30)
+        self.out.close()
+        return code
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log_path.read_text().splitlines()]
+
+
+@pytest.fixture
+def daemon(installed: Any, tmp_path: Path) -> Iterator[Daemon]:
+    d = Daemon(installed, tmp_path / "kueued.log").start()
+    try:
+        yield d
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+        for line in d.log_path.read_text().splitlines():  # every line kueued wrote is JSON
+            json.loads(line)
+
+
+def _apply(cluster: Any, *docs: dict) -> None:
+    cluster.kubectl_run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(docs))
+
+
+def _wait(cluster: Any, condition: str, *objects: str, namespace: str = "", timeout: int = 60) -> None:
+    ns = [f"--namespace={namespace}"] if namespace else []
+    cluster.kubectl_run("wait", *ns, f"--for={condition}", f"--timeout={timeout}s", *objects)
+
+
+def _workload(cluster: Any, ns: str, name: str) -> dict[str, Any]:
+    return cluster.kubectl_json("get", "workload", "-n", ns, name)
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def _admitted(cluster: Any, ns: str) -> list[str]:
+    items = cluster.kubectl_json("get", "workloads", "-n", ns)["items"]
+    return sorted(w["metadata"]["name"] for w in items if w.get("status", {}).get("admission"))
+
+
+def _tree(ns: str, cq: str, *, cpu: str = "4", preemption: dict | None = None) -> list[dict]:
+    return [namespace(ns), flavor("default"), cluster_queue(cq, quotas("default", cpu=cpu), preemption=preemption),
+            local_queue("lq", ns, cq)]
+
+
+def _unstamped(manifest: dict) -> dict:
+    manifest["metadata"].pop("creationTimestamp", None)  # the API server stamps it
+    return manifest
+
+
+def test_workloads_are_admitted_in_kueue_s_status_shape_and_the_rest_say_why(daemon: Daemon) -> None:
+    cluster = daemon.cluster
+    _apply(cluster, *_tree("team-a", "cq-a"))
+    for name in ("w1", "w2"):  # one at a time: creation stamps have a one-second grain
+        _apply(cluster, _unstamped(workload(name, "team-a", "lq", cpu="2")))
+        _wait(cluster, "jsonpath={.status.admission.clusterQueue}=cq-a", f"workload/{name}", namespace="team-a")
+    _apply(cluster, _unstamped(workload("w3", "team-a", "lq", cpu="2")))
+    _wait(cluster, "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].reason}=Pending", "workload/w3",
+          namespace="team-a")
+    w1 = _workload(cluster, "team-a", "w1")
+    (assignment,) = w1["status"]["admission"]["podSetAssignments"]
+    assert assignment == {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}}
+    assert _condition(w1, "QuotaReserved")["status"] == "True"
+    assert _condition(w1, "Admitted")["status"] == "True"
+    w3 = _workload(cluster, "team-a", "w3")
+    assert "admission" not in w3["status"]
+    assert "cpu 4 used + 2 requested > 4 quota" in _condition(w3, "QuotaReserved")["message"]
+
+    cluster.kubectl_run("delete", "workload", "-n", "team-a", "w1")
+    _wait(cluster, "jsonpath={.status.admission.clusterQueue}=cq-a", "workload/w3", namespace="team-a")
+    assert [e["workload"] for e in daemon.events() if e["event"] == "workload_admitted"] == \
+        ["team-a/w1", "team-a/w2", "team-a/w3"]
+
+
+def test_preemption_evicts_in_two_phases_and_admits_the_preemptor(daemon: Daemon) -> None:
+    cluster = daemon.cluster
+    _apply(cluster, *_tree("team-b", "cq-b", cpu="2", preemption={"withinClusterQueue": "LowerPriority"}))
+    _apply(cluster, _unstamped(workload("low", "team-b", "lq", cpu="2", priority=1)))
+    _wait(cluster, "jsonpath={.status.admission.clusterQueue}=cq-b", "workload/low", namespace="team-b")
+    _apply(cluster, _unstamped(workload("high", "team-b", "lq", cpu="2", priority=100)))
+    _wait(cluster, "jsonpath={.status.admission.clusterQueue}=cq-b", "workload/high", namespace="team-b")
+    low = _workload(cluster, "team-b", "low")
+    assert "admission" not in low["status"]
+    assert _condition(low, "Evicted")["reason"] == "Preempted"
+    assert _condition(low, "Preempted")["reason"] == "InClusterQueue"
+    assert _condition(low, "QuotaReserved")["status"] == "False"
+
+
+def test_a_restart_keeps_every_admission_and_doubles_none(installed: Any, tmp_path: Path) -> None:
+    cluster = installed
+    _apply(cluster, *_tree("team-c", "cq-c", cpu="3"))
+    first = Daemon(cluster, tmp_path / "first.log").start()
+    try:
+        for i in range(5):
+            _apply(cluster, _unstamped(workload(f"w{i}", "team-c", "lq", cpu="1")))
+        _wait(cluster, "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].status}", "workload/w0",
+              "workload/w1", "workload/w2", "workload/w3", "workload/w4", namespace="team-c")
+        before = _admitted(cluster, "team-c")
+    finally:
+        assert first.stop() == 0
+    assert len(before) == 3
+    second = Daemon(cluster, tmp_path / "second.log").start()
+    try:
+        _apply(cluster, _unstamped(workload("late", "team-c", "lq", cpu="1")))
+        _wait(cluster, "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].reason}=Pending", "workload/late",
+              namespace="team-c")
+        assert _admitted(cluster, "team-c") == before  # nothing doubled, nothing lost, the quota full
+        assert not [e for e in second.events() if e["event"] == "workload_admitted"]
+    finally:
+        assert second.stop() == 0
