@@ -36,7 +36,8 @@ flight when it is detected.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -466,14 +467,15 @@ class Coordinator:
         changed = parked
         touched: set[str] = set()
         evicting = []
-        for target, by in result.evictions:
+        wanted = [(target, by) for target, by in result.evictions if target.workload.cluster_queue is not None]
+        committed = await _commit_all(self.port, [partial(
+            self.port.evict, target.workload.key, cluster_queue=target.workload.cluster_queue,
+            reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
+            for target, by in wanted])
+        for (target, by), ok in zip(wanted, committed, strict=True):
             victim = target.workload
             cq_name = victim.cluster_queue
-            if cq_name is None:
-                continue
-            message = f"Preempted to accommodate {by.wl.key} ({target.reason})"
-            if not await self.port.evict(victim.key, cluster_queue=cq_name, reason=target.reason,
-                                         message=message):
+            if not ok or cq_name is None:
                 continue
             self._idle.pop(cq_name, None)
             evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(victim.key))))
@@ -503,10 +505,10 @@ class Coordinator:
             flavors = e.assignment.flavors()  # the queue keeps it on the workload, the port is told it
             reserving.append((e, flavors, self.cluster_queues[e.cq].post(
                 Admit(e.wl, dict(e.assignment.usage), flavors, now))))
+        granted = []
         for e, flavors, reply in reserving:
             assert e.assignment is not None
-            actor = self.cluster_queues[e.cq]
-            answer = await reply.result(actor.ask_timeout)
+            answer = await reply.result(self.cluster_queues[e.cq].ask_timeout)
             self._changed(e.cq)
             if isinstance(answer, Denied):
                 e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
@@ -514,8 +516,16 @@ class Coordinator:
                              f"{answer.used} + request, above {answer.allowed}")
                 admitted.discard(id(e))
                 continue
-            if not await self.port.admit(e.wl.key, cluster_queue=e.cq, flavors=flavors,
-                                         usage=e.assignment.usage):
+            granted.append((e, flavors))
+        # the round's commits go out together (bounded), so one round trip does not wait on another
+        admit = self.port.admit
+        committed = await _commit_all(self.port, [
+            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=flavors,
+                    usage=e.assignment.usage)  # type: ignore[union-attr]
+            for e, flavors in granted])
+        for (e, _), ok in zip(granted, committed, strict=True):
+            actor = self.cluster_queues[e.cq]
+            if not ok:
                 await actor.ask(Revert(e.wl.key))
                 self.reasons[e.wl.key] = "the API server refused the admission; retrying"
                 changed = True
@@ -603,6 +613,32 @@ class Coordinator:
     def stop(self) -> None:
         for a in [*self.cluster_queues.values(), *self.cohorts.values()]:
             a.stop()
+
+
+COMMITS_IN_FLIGHT = 32
+"""Commits one round sends to the API at once: enough to hide round trips, few enough not to
+flood the API server's inflight limits."""
+
+
+async def _commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]]) -> list[bool]:
+    """Run the round's commits concurrently, at most COMMITS_IN_FLIGHT at a time; results in order.
+
+    A port that answers without waiting (``instant``, the in-memory one) gains nothing from
+    tasks: its commits run one after another, in exactly the order the round decided them.
+    """
+    if len(calls) <= 1 or getattr(port, "instant", False):
+        return [await call() for call in calls]
+    results = [False] * len(calls)
+    limiter = anyio.CapacityLimiter(COMMITS_IN_FLIGHT)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            results[i] = await calls[i]()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(one, i)
+    return results
 
 
 def _workload_key(manifest: dict) -> str:

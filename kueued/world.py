@@ -72,6 +72,36 @@ def _type_error(kind: object, api_version: object) -> FieldError | None:
     return None
 
 
+_META_READ = ("uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "name", "namespace")
+_CONDITIONS_READ = frozenset({"Finished", "Evicted"})
+
+
+def _same_to_the_scheduler(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether ``new`` differs from ``old`` only where the scheduler does not look: its own
+    condition messages, resourceVersion, managedFields (the echo of kueued's status writes)."""
+    if old.get("spec") != new.get("spec") or old.get("apiVersion") != new.get("apiVersion"):
+        return False
+    old_meta, new_meta = old.get("metadata"), new.get("metadata")
+    if not isinstance(old_meta, dict) or not isinstance(new_meta, dict):
+        return False
+    if any(old_meta.get(f) != new_meta.get(f) for f in _META_READ):
+        return False
+    old_status, new_status = old.get("status"), new.get("status")
+    old_status = old_status if isinstance(old_status, dict) else {}
+    new_status = new_status if isinstance(new_status, dict) else {}
+    return (old_status.get("admission") == new_status.get("admission")
+            and _read_conditions(old_status) == _read_conditions(new_status))
+
+
+def _read_conditions(status: dict[str, Any]) -> set[tuple[Any, Any]] | None:
+    conditions = status.get("conditions")
+    if conditions is None:
+        return set()
+    if not isinstance(conditions, list) or not all(isinstance(c, dict) for c in conditions):
+        return None
+    return {(c.get("type"), c.get("status")) for c in conditions if c.get("type") in _CONDITIONS_READ}
+
+
 def _finished(wl: api.Workload) -> bool:
     return any(c.type == "Finished" and c.status == "True" for c in wl.status.conditions)
 
@@ -116,6 +146,9 @@ class World:
             return Change.REJECTED, "?"
         key = api.object_key(manifest)
         kind = manifest.get("kind")
+        if kind == "Workload" and key in self.raw and _same_to_the_scheduler(self.raw[key], manifest):
+            self.raw[key] = manifest  # the echo of a status write (a Pending message, a version): nothing moves
+            return Change.NONE, key
         kind_error = _type_error(kind, manifest.get("apiVersion"))
         if kind_error is not None or not isinstance(manifest.get("metadata", {}), dict):
             self.rejected[key] = str(kind_error or FieldError("metadata", "must be a mapping"))

@@ -120,3 +120,24 @@ def test_malformed_fields_are_refused_with_their_path_not_an_internal_error(mani
     assert change is Change.REJECTED
     assert world.rejected[key].startswith(path)
     assert "cannot be read" not in world.rejected[key] and "Error" not in world.rejected[key]
+
+
+def test_the_echo_of_a_status_write_changes_nothing_the_scheduler_reads() -> None:
+    import copy
+    world = World()
+    first = workload("w", "ns", "lq", cpu="1")
+    first["metadata"]["resourceVersion"] = "10"
+    assert world.apply(first)[0] is Change.WORKLOAD
+    echo = copy.deepcopy(first)
+    echo["metadata"]["resourceVersion"] = "11"
+    echo["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                      "message": "insufficient quota", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    assert world.apply(echo)[0] is Change.NONE
+    assert world.raw["Workload/ns/w"]["metadata"]["resourceVersion"] == "11"  # the version next commits carry
+    relabelled = copy.deepcopy(echo)
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    assert world.apply(relabelled)[0] is Change.WORKLOAD
+    finished = copy.deepcopy(relabelled)
+    finished["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded",
+                                             "lastTransitionTime": "2026-01-01T00:00:01Z"})
+    assert world.apply(finished)[0] is Change.WORKLOAD and "ns/w" not in world.workloads

@@ -87,6 +87,8 @@ def count_commit(counts: Counter, commit: Committed) -> None:
 class InMemoryPort:
     """Records every commit and status write; ``refuse`` decides which admissions fail (a conflict)."""
 
+    instant = True  # answers without waiting: the coordinator need not commit concurrently
+
     def __init__(self, *, refuse: Callable[[str], bool] | None = None, keep: int | None = None) -> None:
         # ``keep`` bounds what is remembered (a daemon runs for months; a test reads it all)
         self.log: deque[Committed] = deque(maxlen=keep)
