@@ -55,8 +55,8 @@ class ReasonLog:
         snapshot = await coord.assemble() if any("quota" in why for _, why in changed) else None
         for key, why in changed:
             sentence = self._log_pending(coord, key, why, snapshot)
-            if port is not None:
-                port.pending(key, sentence)
+            if port is not None and (key in coord.reasons or key in coord.unrouted):
+                port.pending(key, sentence)  # a verdict, not a workload no round has judged yet
         self._log_queues(coord)
 
     def _log_pending(self, coord: Coordinator, key: str, why: str, snapshot: Snapshot | None) -> str:

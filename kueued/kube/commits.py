@@ -38,6 +38,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import anyio
 import structlog
 
 from kueued.kube.errors import ApiError
@@ -47,6 +48,9 @@ from kueued.model.quantity import format_milli
 __all__ = ["KubePort", "StatusClient", "merge_conditions"]
 
 log = structlog.get_logger("kueued.kube")
+
+WRITES_IN_FLIGHT = 32
+"""Pending-condition writes sent at once (the coordinator bounds its commits the same way)."""
 
 
 class StatusClient(Protocol):
@@ -184,25 +188,34 @@ class KubePort:
         self._evicting.pop(workload, None)
 
     async def flush_pending(self) -> int:
-        """Write the due pending conditions whose workload was not written within the interval."""
+        """Write the due pending conditions whose workload was not written within the interval
+        (at most ``WRITES_IN_FLIGHT`` at a time)."""
         now = self.clock()
-        written = 0
+        due = []
         for workload, message in list(self._pending_due.items()):
             last = self._pending_written.get(workload)
             if last is not None and now - last[1] < self.pending_interval:
                 continue
-            manifest = self.manifest_of(workload)
             del self._pending_due[workload]
-            if manifest is None:
-                continue
-            status = _dict(manifest.get("status"))
-            if status.get("admission"):
-                continue  # admitted meanwhile (an echo not seen yet): no pending condition over it
-            body = self._status_body(manifest, [Condition("QuotaReserved", "False", "Pending", message)],
-                                     conditional=False)
-            if await self._write(workload, body, what="pending"):
-                self._pending_written[workload] = (message, now)
-                written += 1
+            manifest = self.manifest_of(workload)
+            if manifest is None or _dict(manifest.get("status")).get("admission"):
+                continue  # gone, or admitted meanwhile (an echo not seen yet): no pending condition over it
+            due.append((workload, message, manifest))
+        written = 0
+        limiter = anyio.CapacityLimiter(WRITES_IN_FLIGHT)
+
+        async def one(workload: str, message: str, manifest: dict[str, Any]) -> None:
+            nonlocal written
+            async with limiter:
+                body = self._status_body(manifest, [Condition("QuotaReserved", "False", "Pending", message)],
+                                         conditional=False)
+                if await self._write(workload, body, what="pending"):
+                    self._pending_written[workload] = (message, now)
+                    written += 1
+
+        async with anyio.create_task_group() as tg:
+            for item in due:
+                tg.start_soon(one, *item)
         return written
 
     # --- ElasticQuota --------------------------------------------------------------------------
