@@ -24,7 +24,9 @@ EPILOG = """examples:
   kueued simulate --generator baseline-generator.yaml --plot out/ # Kueue's perf test, virtual time
   kueued simulate trace.yaml --clock real                      # kueued.io/arrival + runtime, live
   kueued validate manifests/*.yaml                             # refuse what Kueue would
-  kueued --log-format json --log-level INFO run --manifests /etc/kueued/manifests
+  kueued manifests | kubectl apply --server-side -f -         # CRDs and RBAC for a cluster
+  kueued --log-format json --log-level INFO run                # the daemon: $KUBECONFIG or in-cluster
+  kueued run --manifests /etc/kueued/manifests                 # the daemon offline, on a directory
 """
 
 
