@@ -164,3 +164,49 @@ def test_a_restart_keeps_every_admission_and_doubles_none(installed: Any, tmp_pa
         assert not [e for e in second.events() if e["event"] == "workload_admitted"]
     finally:
         assert second.stop() == 0
+
+
+def test_a_conflict_storm_never_leaks_quota_or_doubles_an_admission(daemon: Daemon) -> None:
+    """Another writer keeps bumping the Workloads' resourceVersion while kueued commits: its
+    admissions are refused (409), decided again on the new version, and the quota holds."""
+    cluster = daemon.cluster
+    _apply(cluster, *_tree("team-d", "cq-d", cpu="10"))
+    names = [f"w{i}" for i in range(20)]
+    bumper = subprocess.Popen(["bash", "-c", f'for i in $(seq 1 40); do "{cluster.kubectl}" '
+                               f'--kubeconfig={cluster.kubeconfig} --cache-dir={cluster.cache_dir} -n team-d '
+                               'label workloads --all bump=$i --overwrite >/dev/null 2>&1; done'])
+    try:
+        for name in names:
+            _apply(cluster, _unstamped(workload(name, "team-d", "lq", cpu="1")))
+    finally:
+        bumper.wait(timeout=120)
+    _wait(cluster, "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].status}",
+          *(f"workload/{n}" for n in names), namespace="team-d")
+    admitted = _admitted(cluster, "team-d")
+    assert len(admitted) == 10  # the quota exactly: nothing leaked by a refused commit, nothing doubled
+    events = daemon.events()
+    assert [e["event"] for e in events].count("workload_admitted") - \
+        sum(1 for e in events if e["event"] == "workload_evicted") >= 10
+
+
+
+def test_an_admission_decided_on_an_old_version_is_refused_and_writes_nothing(installed: Any) -> None:
+    """The 409 itself, made certain: the commit carries the resourceVersion kueued decided on."""
+    import anyio
+
+    from kueued.kube.client import connect
+    from kueued.kube.commits import KubePort
+    cluster = installed
+    _apply(cluster, *_tree("team-e", "cq-e"), _unstamped(workload("w", "team-e", "lq", cpu="1")))
+    seen = _workload(cluster, "team-e", "w")
+    cluster.kubectl_run("label", "workload", "-n", "team-e", "w", "bumped=yes")  # another writer, after
+    port = KubePort(None, manifest_of=lambda key: seen, requests_of=lambda key: [("main", 1, {"cpu": 1000})])
+
+    async def commit() -> bool:
+        port.client = await connect(cluster.kubeconfig)
+        async with port.client:
+            return await port.admit("team-e/w", cluster_queue="cq-e", flavors={"main": {"cpu": "default"}},
+                                    usage={("default", "cpu"): 1000})
+
+    assert anyio.run(commit) is False and port.refused == 1
+    assert "admission" not in _workload(cluster, "team-e", "w").get("status", {})
