@@ -39,6 +39,8 @@ test-integration: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kueued actors tests bench
+	$(BIN)/python -m mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info .dev-cluster

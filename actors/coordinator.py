@@ -67,14 +67,14 @@ from actors.messages import (
     Unpark,
 )
 from actors.node import NodeActor
+from kueued.engine.sync import PreemptorFactory
+from kueued.engine.wiring import forest_of, queue_order_hook
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import Iterate, classical_order, run_cycle
-from kueued.scheduling.engine import PreemptorFactory
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import RequeueReason
-from kueued.scheduling.run import forest_of, queue_order_hook
-from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.snapshot import ClusterQueueSnapshot, CohortSnapshot, Snapshot
 from kueued.scheduling.verdicts import Verdicts
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import Change, World
@@ -128,14 +128,14 @@ class Coordinator:
         self.forest = forest_of(self.world)
         for name, cq in self.forest.cluster_queues.items():
             strict = cq.spec.queueing_strategy == "StrictFIFO"
-            actor = self.cluster_queues.get(name)
-            if actor is None or actor.queue.strict != strict:
+            current = self.cluster_queues.get(name)
+            if current is None or current.queue.strict != strict:
                 fresh = ClusterQueueActor(name, strict=strict)
-                if actor is not None:
-                    for wl in actor.queue.pending():
+                if current is not None:
+                    for wl in current.queue.pending():
                         fresh.queue.push(wl)
-                    fresh.admitted = actor.admitted
-                    actor.stop()
+                    fresh.admitted = current.admitted
+                    current.stop()
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
             self.cluster_queues[name].queue.usage_of = queue_order_hook(self, cq, afs=self.afs)
@@ -148,7 +148,9 @@ class Coordinator:
         for table, live in ((self.cluster_queues, self.forest.cluster_queues), (self.cohorts, self.forest.cohorts)):
             for name in [n for n in table if n not in live]:
                 table.pop(name).stop()  # type: ignore[attr-defined]
-        for item in [*self.forest.cluster_queues.values(), *self.forest.cohorts.values()]:
+        items: list[ClusterQueueSnapshot | CohortSnapshot] = [*self.forest.cluster_queues.values(),
+                                                              *self.forest.cohorts.values()]
+        for item in items:
             node = item.node
             parent = self.cohorts[node.parent.name] if node.parent is not None else None
             await self._actor(item.name, node.is_cohort).ask(Configure(node.limits, node.subtree, parent))
@@ -467,12 +469,13 @@ class Coordinator:
         changed = parked
         touched: set[str] = set()
         evicting = []
-        wanted = [(target, by) for target, by in result.evictions if target.workload.cluster_queue is not None]
+        wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
+                  if target.workload.cluster_queue is not None]
         committed = await _commit_all(self.port, [partial(
-            self.port.evict, target.workload.key, cluster_queue=target.workload.cluster_queue,
+            self.port.evict, target.workload.key, cluster_queue=cq,
             reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
-            for target, by in wanted])
-        for (target, by), ok in zip(wanted, committed, strict=True):
+            for target, by, cq in wanted])
+        for (target, by, _), ok in zip(wanted, committed, strict=True):
             victim = target.workload
             cq_name = victim.cluster_queue
             if not ok or cq_name is None:

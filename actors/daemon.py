@@ -32,6 +32,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -41,11 +42,11 @@ from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
 from actors.messages import Sample
 from actors.reasons import ReasonLog
+from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.kube.port import ApiPort
 from kueued.metrics import Metrics
 from kueued.model.api import object_key
 from kueued.scheduling.elastic import prepare
-from kueued.scheduling.run import make_iterate, make_preemptor
 from kueued.sources import ManifestDirectory, Source
 from kueued.world import Change, World
 
@@ -108,7 +109,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     if elastic_changed:
                         await elastic.sync_world(world)
                     pause_at = clock() + interval
-                    rounds = await coord.run_to_quiescence(until=lambda at=pause_at: clock() >= at)
+                    rounds = await coord.run_to_quiescence(until=partial(_past, clock, pause_at))
                     unsettled = not coord.quiescent
                     elastic_rounds = await elastic.run_to_quiescence()
                     await elastic.publish()
@@ -172,6 +173,10 @@ async def _observe(metrics: Metrics, coord: Coordinator, port: ApiPort, rounds: 
     replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
     metrics.observe_queues([await r.result(a.ask_timeout) for a, r in replies])
     metrics.observe_commits(getattr(port, "counts", {}))
+
+
+def _past(clock: Callable[[], float], at: float) -> bool:
+    return clock() >= at
 
 
 def _log_problems(source: Source) -> None:

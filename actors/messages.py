@@ -24,34 +24,34 @@ class Msg(msgspec.Struct, frozen=True, tag=True):
     pass
 
 
-class Reserve(Msg):
+class Reserve(Msg, frozen=True):
     """Reserve ``amounts`` at this node and, for what exceeds its free local quota, above."""
 
     workload: str
     amounts: FRAmounts
 
 
-class Release(Msg):
+class Release(Msg, frozen=True):
     workload: str
     amounts: FRAmounts
 
 
-class Granted(Msg):
+class Granted(Msg, frozen=True):
     pass
 
 
-class Denied(Msg):
+class Denied(Msg, frozen=True):
     node: str
     fr: tuple[str, str]
     used: int
     allowed: int
 
 
-class Report(Msg):
+class Report(Msg, frozen=True):
     pass
 
 
-class NodeReport(Msg):
+class NodeReport(Msg, frozen=True):
     """A node's balance; a ClusterQueue's also says what it holds admitted: the whole set, or
     (``admitted`` None) nothing new since the version the asker holds, or with ``delta`` the
     changes since then: drop ``removed``, then add ``added`` in order."""
@@ -65,7 +65,7 @@ class NodeReport(Msg):
     removed: tuple[str, ...] = ()
 
 
-class Configure(Msg):
+class Configure(Msg, frozen=True):
     """New limits, subtree quota and parent (an actor or None) after a topology change."""
 
     limits: Any
@@ -74,15 +74,15 @@ class Configure(Msg):
     spec: Any = None
 
 
-class Recharge(Msg):
+class Recharge(Msg, frozen=True):
     """Reset usage to what the admitted workloads below hold (after Configure)."""
 
 
-class PopHead(Msg):
+class PopHead(Msg, frozen=True):
     pass
 
 
-class Nominate(Msg):
+class Nominate(Msg, frozen=True):
     """Pop this round's head and report the balance and admissions in the same reply.
 
     With ``known`` (the coordinator's remembered verdicts for this queue, a callable) the
@@ -96,51 +96,51 @@ class Nominate(Msg):
     seen: int = -1                # the version of the admitted set the coordinator holds
 
 
-class Nomination(Msg):
+class Nomination(Msg, frozen=True):
     head: Any
     report: NodeReport
     parked: tuple[Any, ...] = ()    # (head, verdict) parked ahead, in pop order (with ``known``)
     looked_ahead: bool = False       # whether the queue could fold at all
 
 
-class Unpark(Msg):
+class Unpark(Msg, frozen=True):
     """Keep only the first ``keep`` parks of the last ``Nominate``; ``parked[keep]`` is the head."""
 
     keep: int
 
 
-class Enqueue(Msg):
+class Enqueue(Msg, frozen=True):
     workload: Any
 
 
-class Replace(Msg):
+class Replace(Msg, frozen=True):
     """An admitted workload's new version, which keeps the admission: hold it in the old one's place."""
 
     workload: Any
 
 
-class Forget(Msg):
+class Forget(Msg, frozen=True):
     """Take these workloads out of the queue, wherever they wait (a routing change sends
     every queue the whole pending set at once; each drops only what it holds)."""
 
     keys: frozenset[str]
 
 
-class Requeue(Msg):
+class Requeue(Msg, frozen=True):
     workload: Any
     reason: str
 
 
-class RequeueParked(Msg):
+class RequeueParked(Msg, frozen=True):
     pass
 
 
-class Sample(Msg):
+class Sample(Msg, frozen=True):
     """Ask a queue for its statistics record; as a message it sees every deferred arrival and
     requeue delivered first (reading the actor directly would miss them)."""
 
 
-class Admit(Msg):
+class Admit(Msg, frozen=True):
     """Reserve up the tree for this workload; on a grant, hold it as admitted."""
 
     workload: Any
@@ -149,27 +149,27 @@ class Admit(Msg):
     at: float
 
 
-class Revert(Msg):
+class Revert(Msg, frozen=True):
     """The commit failed: release an admission's reservation and requeue it."""
 
     key: str
 
 
-class Evict(Msg):
+class Evict(Msg, frozen=True):
     key: str
 
 
-class Finish(Msg):
+class Finish(Msg, frozen=True):
     """The workload finished or was deleted: release its quota, do not requeue it."""
 
     key: str
 
 
-class Adopt(Msg):
+class Adopt(Msg, frozen=True):
     """Hold a workload that is already admitted (a restart, an update): charge its usage as is."""
 
     workload: Any
 
 
-class Fingerprint(Msg):
+class Fingerprint(Msg, frozen=True):
     pass

@@ -136,5 +136,5 @@ def _raise(exc: BaseException) -> Any:
     raise exc
 
 
-class _Force(Reserve):
+class _Force(Reserve, frozen=True):
     """A reservation that skips the limit check: re-charging already admitted usage."""

@@ -22,10 +22,10 @@ import anyio
 
 from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
+from kueued.engine.wiring import elastic_inputs, make_iterate, make_preemptor
 from kueued.kube.port import ApiPort, InMemoryPort
 from kueued.scheduling.elastic import ElasticOutcome, prepare
-from kueued.scheduling.run import elastic_inputs, make_iterate, make_preemptor, merge_outcome
-from kueued.simulate import Report, report_from
+from kueued.simulate import Report, merge_outcome, report_from
 from kueued.world import World
 
 __all__ = ["run_actors", "run_actors_timed"]
@@ -77,15 +77,16 @@ async def _run(kueue: Coordinator, elastic: ElasticCoordinator | None,
                 await elastic.start(tg)
             await body()
             kueue.final = await kueue.assemble()
-            return await elastic.outcome() if elastic is not None else None
+            outcome = await elastic.outcome() if elastic is not None else None
         finally:
             kueue.stop()
             if elastic is not None:
                 elastic.stop()
+    return outcome
 
 
 def _report(world: World, coord: Coordinator, outcome: ElasticOutcome | None) -> Report:
-    report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=coord.events,
+    report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=list(coord.events),
                          cycles=coord.rounds, snapshot=coord.final)
     if outcome is not None:
         merge_outcome(report, outcome)

@@ -32,7 +32,7 @@ from kueued.gc_tuning import tune
 configure(level='WARNING')
 tune()  # as the CLI does
 from kueued.world import World
-from kueued.scheduling.run import make_iterate, make_preemptor
+from kueued.engine.wiring import make_iterate, make_preemptor
 mode, n_cq, n_wl, schedule = {mode!r}, {n_cq}, {n_wl}, {schedule}
 t0 = time.perf_counter()
 pending = 0
@@ -41,7 +41,7 @@ if mode != "baseline":
     for doc in generate(n_cq, n_wl):
         world.apply(doc)
     if mode == "sync":
-        from kueued.scheduling.engine import Engine
+        from kueued.engine.sync import Engine
         engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
         engine.rebuild()
         if schedule:

@@ -25,9 +25,12 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from kueued.engine.sync import Engine
+from kueued.engine.wiring import elastic_inputs, make_iterate, make_preemptor
 from kueued.errors import ManifestError
 from kueued.model.quantity import UNLIMITED, format_milli
 from kueued.quota.node import FR, QuotaNode
+from kueued.scheduling.elastic import run_elastic
 from kueued.scheduling.explain import STRICT_FIFO_WAIT, explain
 from kueued.scheduling.fairsharing.share import Shares, parse_weight
 from kueued.scheduling.snapshot import Snapshot
@@ -76,9 +79,37 @@ def simulate(manifests: list[dict[str, Any]], *, runner: Runner | None = None) -
     for m in manifests:
         world.apply(m)
     if runner is None:
-        from kueued.scheduling.run import run_sync
         runner = run_sync
     return runner(world)
+
+
+def run_sync(world: World) -> Report:
+    """The pure core to quiescence (no actors): the reference ``--engine sync`` runs."""
+    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
+    engine.rebuild()
+    engine.run()
+    report = report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
+                         cycles=engine.cycles, snapshot=engine.state)
+    merge_elastic(world, report)
+    return report
+
+
+def merge_elastic(world: World, report: Report) -> None:
+    inputs = elastic_inputs(world)
+    if inputs is None:
+        return
+    merge_outcome(report, run_elastic(*inputs))
+
+
+def merge_outcome(report: Report, outcome: Any) -> None:
+    """Put an ElasticOutcome (from either engine) into a Report; its evictions follow Kueue's."""
+    for key, r in outcome.workloads.items():
+        report.workloads[key] = WorkloadReport(r.state, r.cluster_queue if r.state == "admitted" else None,
+                                               None, r.preemptions, r.reason or None)
+    for name, g in outcome.quota_groups.items():
+        report.quota_groups[name] = {"runtime": quantity_map(g.runtime), "request": quantity_map(g.request)}
+    report.evictions = [*report.evictions,
+                        *({"workload": e.workload, "by": e.by, "reason": e.reason} for e in outcome.evictions)]
 
 
 def report_from(world: World, *, reasons: dict[str, str], unrouted: dict[str, str],
@@ -226,8 +257,6 @@ def run_sync_timed(world: World, timeline: Any, *, real: bool = False,
     import anyio
 
     from kueued.scheduling.elastic import ElasticRun, prepare
-    from kueued.scheduling.engine import Engine
-    from kueued.scheduling.run import elastic_inputs, make_iterate, make_preemptor, merge_outcome
     from kueued.timeline import US, Driver, ElasticDriver, PureElastic, SyncDriver, play
     engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
     engine.rebuild()

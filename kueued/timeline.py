@@ -53,6 +53,7 @@ from typing import Any, Protocol
 import msgspec
 
 from kueued.errors import ManifestError
+from kueued.kube.port import NoStatus
 from kueued.model.quantity import parse
 from kueued.scheduling.workload import timestamp
 from kueued.world import Change, World
@@ -238,8 +239,9 @@ class Timeline:
                 times.admitted_ms = now / 1000
             times.cluster_queue = cq
         seq = self._seq.get(key)
-        if seq is not None and self._arrivals[seq].runtime is not None:
-            heapq.heappush(self._heap, (now + self._arrivals[seq].runtime, _FINISH, seq, self._generation))
+        runtime = self._arrivals[seq].runtime if seq is not None else None
+        if seq is not None and runtime is not None:
+            heapq.heappush(self._heap, (now + runtime, _FINISH, seq, self._generation))
 
     def evicted(self, key: str) -> None:
         held = self.running.pop(key, None)
@@ -312,7 +314,7 @@ def nominal_of(world: World, cq_name: str, resource: str = "cpu") -> int:
                if r.name == resource)
 
 
-class TimelinePort:
+class TimelinePort(NoStatus):
     """The API port for a timed run: every commit succeeds and is recorded at the clock's time."""
 
     def __init__(self, timeline: Timeline) -> None:
@@ -349,7 +351,7 @@ class Driver(Protocol):
 
 
 class SyncDriver:
-    """The pure engine (:class:`kueued.scheduling.engine.Engine`) under a timeline."""
+    """The pure engine (:class:`kueued.engine.sync.Engine`) under a timeline."""
 
     def __init__(self, engine: Any, timeline: Timeline) -> None:
         self.engine = engine

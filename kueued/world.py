@@ -20,9 +20,9 @@ import msgspec
 from kueued.errors import FieldError
 from kueued.model import api
 from kueued.model.quantity import QuantityError, parse
+from kueued.model.settings import Settings
 from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
-from kueued.scheduling.elastic import DEFAULT_DELAY_EVICT_TIME
 from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["World", "Change", "Settings"]
@@ -35,19 +35,6 @@ class Change(enum.Enum):
     ROUTING = "routing"        # local queues, namespaces, priority classes
     WORKLOAD = "workload"
     ELASTIC = "elastic"        # ElasticQuota groups, Nodes
-
-
-class Settings(msgspec.Struct, kw_only=True):
-    """What Kueue's Configuration switches on (and kueued's ``elasticQuota`` section of it)."""
-
-    fair_sharing: bool = False
-    preemption_strategies: list[str] = msgspec.field(
-        default_factory=lambda: ["LessThanOrEqualToFinalShare", "LessThanInitialShare"])
-    admission_fair_sharing: api.AdmissionFairSharingConfig | None = None
-    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)
-    # Koordinator's ElasticQuotaArgs.delayEvictTime (Configuration ``elasticQuota.delayEvictTime``):
-    # seconds a group stays above its runtime before forced recycling evicts (default 120).
-    delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
 
 
 API_VERSIONS = {**{kind: KUEUE_GROUP for kind in api.KINDS}, "Configuration": CONFIG_GROUP,
@@ -167,6 +154,7 @@ class World:
             if not errors and kind in api.KINDS:
                 obj = api.decode(manifest)
             if not errors:
+                assert isinstance(kind, str)  # _type_error refused every other
                 change = self._store(kind, key, manifest, obj)
                 self.raw[key] = manifest
                 return change, key

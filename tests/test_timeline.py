@@ -158,8 +158,8 @@ def _settle_twice(engine: str) -> tuple[list[int], list[str], list[str]]:
     """
     import anyio
 
-    from kueued.scheduling.engine import Engine
-    from kueued.scheduling.run import make_iterate, make_preemptor
+    from kueued.engine.sync import Engine
+    from kueued.engine.wiring import make_iterate, make_preemptor
     from kueued.timeline import CoordinatorDriver, SyncDriver, Timeline
     from kueued.world import World
 

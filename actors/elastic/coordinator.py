@@ -59,6 +59,7 @@ from actors.elastic.messages import (
 )
 from actors.elastic.root import ElasticRootActor
 from actors.elastic.status import StatusWriter
+from kueued.engine.wiring import elastic_inputs
 from kueued.kube.port import ApiPort
 from kueued.model import koordinator as k
 from kueued.quota.elastic import OUTSIDE_TREE, ElasticGroup, calculator_keys
@@ -73,7 +74,6 @@ from kueued.scheduling.elastic import (
     outcome_of,
     prepare,
 )
-from kueued.scheduling.run import elastic_inputs
 from kueued.world import World
 
 __all__ = ["ElasticCoordinator", "simulate_elastic"]

@@ -30,7 +30,7 @@ class Msg(msgspec.Struct, frozen=True, tag=True):
 
 
 # --- the tree ------------------------------------------------------------------------------
-class RequestUp(Msg):
+class RequestUp(Msg, frozen=True):
     """A child's limited request, min(request, max), as its parent aggregates it."""
 
     child: str
@@ -38,7 +38,7 @@ class RequestUp(Msg):
     seq: int  # the sender's counter: a receiver keeps only the newest per sender
 
 
-class OutsideUsage(Msg):
+class OutsideUsage(Msg, frozen=True):
     """What the system or default group uses now; the root shares the Nodes' total minus it."""
 
     group: str
@@ -46,7 +46,7 @@ class OutsideUsage(Msg):
     seq: int
 
 
-class RuntimeDown(Msg):
+class RuntimeDown(Msg, frozen=True):
     """A child's runtime (Koordinator values, the parent's calculator keys) and scaled min."""
 
     runtime: Amounts
@@ -55,7 +55,7 @@ class RuntimeDown(Msg):
 
 
 # --- the coordinator -----------------------------------------------------------------------
-class Hold(Msg):
+class Hold(Msg, frozen=True):
     """Keep these workloads (admitted as they are, pending in the heap) and announce the request.
 
     The first one a group gets also tells its parent its request when it holds nothing:
@@ -65,7 +65,7 @@ class Hold(Msg):
     workloads: tuple[Any, ...]
 
 
-class Release(Msg):
+class Release(Msg, frozen=True):
     """A workload finished, was deleted or changed: forget it (its usage and its request).
 
     Answered with the workload as the group last knew it (None if it held no such key), so
@@ -75,30 +75,30 @@ class Release(Msg):
     workload: str
 
 
-class Handover(Msg):
+class Handover(Msg, frozen=True):
     """The tree is being rebuilt: give up every workload and the recycling timer."""
 
 
-class Handed(Msg):
+class Handed(Msg, frozen=True):
     workloads: tuple[Any, ...]  # ElasticWorkload, by reference
     over_since: float | None
 
 
-class NodeTotal(Msg):
+class NodeTotal(Msg, frozen=True):
     """The Nodes' allocatable changed (a Node came or went): the root shares a new total."""
 
     total: Amounts
 
 
-class BeginPass(Msg):
+class BeginPass(Msg, frozen=True):
     """A scheduling pass starts: what was set aside in the last one returns to the heap."""
 
 
-class TryAdmit(Msg):
+class TryAdmit(Msg, frozen=True):
     """Pop the head and decide it: admit, admit with victims of this group, or set it aside."""
 
 
-class Decision(Msg):
+class Decision(Msg, frozen=True):
     workload: str
     admitted: bool
     victims: tuple[str, ...]
@@ -107,7 +107,7 @@ class Decision(Msg):
     head: Order | None  # the next head, so the coordinator can keep merging heaps
 
 
-class Recycle(Msg):
+class Recycle(Msg, frozen=True):
     """Forced recycling: evict what keeps used above runtime if it has for ``delay``.
 
     ``now`` is the coordinator's clock (None: no clock, the delay has elapsed).
@@ -117,29 +117,29 @@ class Recycle(Msg):
     delay: float
 
 
-class Recycled(Msg):
+class Recycled(Msg, frozen=True):
     victims: tuple[str, ...]
     deadline: float | None  # when recycling is next due here (None: not over, or nothing to gain)
 
 
-class Revert(Msg):
+class Revert(Msg, frozen=True):
     """The admission's commit failed: set the workload aside as pending with this reason."""
 
     workload: str
     reason: str
 
 
-class Restore(Msg):
+class Restore(Msg, frozen=True):
     """An eviction's commit failed: the workload is admitted again."""
 
     workload: str
 
 
-class GroupReport(Msg):
+class GroupReport(Msg, frozen=True):
     pass
 
 
-class GroupReply(Msg):
+class GroupReply(Msg, frozen=True):
     """A group's amounts (milli-units) and its workloads' final results."""
 
     name: str
@@ -150,11 +150,11 @@ class GroupReply(Msg):
     results: dict[str, Any]  # key -> ElasticWorkloadResult
 
 
-class Stats(Msg):
+class Stats(Msg, frozen=True):
     pass
 
 
-class GroupStats(Msg):
+class GroupStats(Msg, frozen=True):
     """Inspectable state of one group actor (metrics, ``kueued status``)."""
 
     name: str

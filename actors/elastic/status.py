@@ -49,7 +49,7 @@ def _encode(amounts: Amounts) -> str:
 
 def _written(quota: Mapping[str, Any], key: str) -> dict[str, int]:
     """An annotation already on the object, in milli-units; {} when absent or unreadable."""
-    raw = k.annotations(quota).get(key)
+    raw = k.annotations_of(quota).get(key)
     if not raw:
         return {}
     try:

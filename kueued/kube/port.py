@@ -22,7 +22,7 @@ from typing import Protocol
 
 import msgspec
 
-__all__ = ["ApiPort", "InMemoryPort", "Committed", "Condition", "QuotaStatus", "count_commit"]
+__all__ = ["ApiPort", "InMemoryPort", "NoStatus", "Committed", "Condition", "QuotaStatus", "count_commit"]
 
 
 class Committed(msgspec.Struct, frozen=True):
@@ -79,12 +79,28 @@ class ApiPort(Protocol):
         ...
 
 
+class NoStatus:
+    """What a port that keeps no Workload status does with it: nothing (simulate, timed runs)."""
+
+    def pending(self, workload: str, message: str) -> None:
+        pass
+
+    def forget(self, workload: str) -> None:
+        pass
+
+    async def flush_pending(self) -> int:
+        return 0
+
+    async def finish_evictions(self) -> list[str]:
+        return []
+
+
 def count_commit(counts: Counter, commit: Committed) -> None:
     """Commits by (kind, ClusterQueue, reason): what metrics count, on every port."""
     counts[(commit.kind, commit.cluster_queue, commit.detail.split(":", 1)[0])] += 1
 
 
-class InMemoryPort:
+class InMemoryPort(NoStatus):
     """Records every commit and status write; ``refuse`` decides which admissions fail (a conflict)."""
 
     instant = True  # answers without waiting: the coordinator need not commit concurrently
@@ -118,12 +134,6 @@ class InMemoryPort:
 
     def forget(self, workload: str) -> None:
         self.pending_reasons.pop(workload, None)
-
-    async def flush_pending(self) -> int:
-        return 0
-
-    async def finish_evictions(self) -> list[str]:
-        return []
 
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
         self.quota_status.append(QuotaStatus(quota, namespace, dict(annotations)))

@@ -189,7 +189,7 @@ def _namespace_conflicts(obj: Mapping[str, Any], quotas: Mapping[str, dict]) -> 
 def _meta_unchanged(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """quotaFieldsCopy equality: only these fields trigger validation of an update."""
     def fields(q: Mapping[str, Any]) -> tuple[object, ...]:
-        lab, ann = k.labels(q), k.annotations(q)
+        lab, ann = k.labels(q), k.annotations_of(q)
         return (k.parent_name(q), lab.get(k.LABEL_IS_PARENT), lab.get(k.LABEL_TREE_ID),
                 ann.get(k.ANNOTATION_NAMESPACES), q.get("spec") or {})
     return fields(old) == fields(new)
@@ -226,7 +226,7 @@ def _self_item(obj: Mapping[str, Any]) -> list[FieldError]:
 
 
 def _max_strict(obj: Mapping[str, Any], max_: Mapping[str, int]) -> list[FieldError]:
-    raw = k.annotations(obj).get(k.ANNOTATION_MAX_STRICT_KEYS)
+    raw = k.annotations_of(obj).get(k.ANNOTATION_MAX_STRICT_KEYS)
     if not raw:
         return []
     path = _annotation_path(k.ANNOTATION_MAX_STRICT_KEYS)

@@ -31,7 +31,7 @@ __all__ = [
     "LABEL_QUOTA_NAME_SEED", "LABEL_PREEMPTIBLE", "LABEL_ALLOW_FORCE_UPDATE", "LABEL_IS_ROOT",
     "LABEL_TREE_ID", "ANNOTATION_SHARED_WEIGHT", "ANNOTATION_NAMESPACES", "ANNOTATION_MAX_STRICT_KEYS",
     "ANNOTATION_REQUEST", "ANNOTATION_RUNTIME",
-    "labels", "annotations", "name_of", "namespace_of", "parent_name", "is_parent",
+    "labels", "annotations_of", "name_of", "namespace_of", "parent_name", "is_parent",
     "allow_lent_resource", "allow_force_update", "is_tree_root", "tree_id", "quota_namespaces",
     "resource_list", "shared_weight", "effective_shared_weight", "workload_quota_label",
     "pod_quota_name", "is_elastic_pod", "is_non_preemptible", "koord_value", "from_koord_value",
@@ -75,7 +75,7 @@ def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
@@ -119,7 +119,7 @@ def tree_id(obj: Mapping[str, Any]) -> str:
 
 def quota_namespaces(obj: Mapping[str, Any]) -> list[str]:
     """GetAnnotationQuotaNamespaces: a JSON list; anything unreadable binds nothing."""
-    raw = annotations(obj).get(ANNOTATION_NAMESPACES) or ""
+    raw = annotations_of(obj).get(ANNOTATION_NAMESPACES) or ""
     if not raw:
         return []
     try:
@@ -146,7 +146,7 @@ def shared_weight(obj: Mapping[str, Any]) -> dict[str, int] | None:
     Raises ValueError when it is not a JSON resource list (the mutating webhook's
     "unmarshal sharedWeight failed").
     """
-    raw = annotations(obj).get(ANNOTATION_SHARED_WEIGHT)
+    raw = annotations_of(obj).get(ANNOTATION_SHARED_WEIGHT)
     if not raw:
         return None
     try:
@@ -215,7 +215,7 @@ def is_elastic_pod(obj: Mapping[str, Any]) -> bool:
 
 def is_non_preemptible(obj: Mapping[str, Any]) -> bool:
     """IsPodNonPreemptible: label (or annotation) ``preemptible: "false"``."""
-    return labels(obj).get(LABEL_PREEMPTIBLE) == "false" or annotations(obj).get(LABEL_PREEMPTIBLE) == "false"
+    return labels(obj).get(LABEL_PREEMPTIBLE) == "false" or annotations_of(obj).get(LABEL_PREEMPTIBLE) == "false"
 
 
 def koord_value(resource: str, milli: int) -> int:

@@ -67,8 +67,7 @@ __all__ = [
     "workload_requests", "node_total_of", "DEFAULT_DELAY_EVICT_TIME", "PREEMPTED", "REVOKED",
 ]
 
-DEFAULT_DELAY_EVICT_TIME = 120.0
-"""Seconds a group stays over its runtime before forced recycling (ElasticQuotaArgs.delayEvictTime)."""
+from kueued.model.settings import DEFAULT_DELAY_EVICT_TIME  # noqa: E402 - re-exported: actors read it here
 
 
 class ElasticWorkloadResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,6 +16,7 @@ from actors.elastic import ElasticCoordinator, Flow, simulate_elastic
 from actors.elastic.messages import Hold, Stats
 from actors.runtime import Actor
 from actors.simulation import run_actors
+from kueued.engine.wiring import elastic_inputs
 from kueued.kube.port import InMemoryPort
 from kueued.manifests import load_manifests
 from kueued.model import koordinator as k
@@ -23,7 +24,6 @@ from kueued.model.koordinator import from_koord_value, koord_value
 from kueued.quota.elastic import OUTSIDE_TREE, compute_runtime, implicit_cluster_total, sum_resources
 from kueued.scheduling.elastic import PREEMPTED, REVOKED, ElasticOutcome, prepare, run_elastic
 from kueued.scheduling.elastic_victims import exceeded
-from kueued.scheduling.run import elastic_inputs
 from kueued.simulate import simulate
 from kueued.world import World
 from tests.elastic.builders import EQ, WL, node

@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.elastic import ElasticCoordinator
+from kueued.engine.wiring import elastic_inputs
 from kueued.kube.port import Committed, InMemoryPort
 from kueued.model import koordinator as k
 from kueued.quota.elastic import OUTSIDE_TREE, GroupQuota, compute_runtime, implicit_cluster_total, sum_resources
 from kueued.scheduling.elastic import ElasticOutcome, prepare
 from kueued.scheduling.elastic_victims import exceeded
-from kueued.scheduling.run import elastic_inputs
 from kueued.world import Change, World
 from tests.actors.test_elastic_actors import elastic_inputs_st
 from tests.elastic.builders import EQ, WL, configuration, node

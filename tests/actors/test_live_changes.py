@@ -13,9 +13,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from actors.coordinator import Coordinator
+from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.kube.port import InMemoryPort
 from kueued.quota import node as qn
-from kueued.scheduling.run import make_iterate, make_preemptor
 from kueued.world import World
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 

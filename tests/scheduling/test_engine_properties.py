@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from actors.simulation import run_actors
+from kueued.engine.sync import Engine
+from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.quota import node as qn
-from kueued.scheduling.engine import Engine
-from kueued.scheduling.run import make_iterate, make_preemptor
 from kueued.simulate import simulate
 from kueued.world import World
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload

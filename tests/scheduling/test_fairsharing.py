@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kueued.engine.sync import Engine
+from kueued.engine.wiring import NoPreemption, make_iterate, make_preemptor
 from kueued.model import api
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Entry
-from kueued.scheduling.engine import Engine
 from kueued.scheduling.fairsharing import (
     DRS,
     FairPreemptor,
@@ -38,7 +39,6 @@ from kueued.scheduling.fairsharing.share import parse_weight
 from kueued.scheduling.flavors import Mode, assign_flavors
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import PendingQueue, RequeueReason
-from kueued.scheduling.run import NoPreemption, make_iterate, make_preemptor
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import Settings, World

@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from actors.simulation import run_actors
+from kueued.engine.sync import Engine
+from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.model import api
 from kueued.model.validation import validate_object
 from kueued.quota import node as qn
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Entry, classical_order
-from kueued.scheduling.engine import Engine
 from kueued.scheduling.fairsharing import fair_order
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.policies import (
@@ -41,7 +42,6 @@ from kueued.scheduling.policies import (
     policy_order,
 )
 from kueued.scheduling.policies.shares import leaves, parse_weight
-from kueued.scheduling.run import make_iterate, make_preemptor
 from kueued.scheduling.snapshot import Snapshot
 from kueued.simulate import simulate
 from kueued.table import render

@@ -102,7 +102,7 @@ def targets(snap: Snapshot, queue: str, wl: WorkloadInfo, **modes: Mode) -> list
 
 def run(*objects: dict) -> World:
     """Apply objects (plus a namespace, flavor and a LocalQueue per ClusterQueue) and run to quiescence."""
-    from kueued.scheduling.run import run_sync
+    from kueued.simulate import run_sync
     world = World()
     world.apply(b.flavor("default"))
     for o in objects:

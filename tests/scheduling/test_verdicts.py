@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kueued.cli import run_actors_timed
-from kueued.scheduling import engine as engine_module
+from kueued.engine import sync as engine_module
 from kueued.scheduling.verdicts import Verdicts, shape_of
 from kueued.simulate import simulate_timed
 from kueued.timeline import ARRIVAL, RUNTIME

@@ -29,7 +29,7 @@ def validate_local_queue(obj: dict[str, Any], old: dict[str, Any] | None) -> lis
     # No webhook weighs a LocalQueue's weight: only the quantity pattern applies.
     check_fair_sharing(errs, spec.get("fairSharing"), "spec.fairSharing", webhook=False)
     if old is not None and target is not None:
-        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        old_spec = old["spec"] if isinstance(old.get("spec"), dict) else {}
         before = old_spec.get("clusterQueue")
         if before is not None and before != target:
             errs.invalid("spec.clusterQueue", target, f'field is immutable (was "{before}")')

@@ -15,7 +15,7 @@ from typing import Any
 from kueued.errors import FieldError
 
 from .fields import Errors, mapping, string
-from .names import annotations, date_time, dns_label_errors, dns_subdomain_errors, labels
+from .names import annotation_map, date_time, dns_label_errors, dns_subdomain_errors, labels
 
 __all__ = ["check_metadata", "validate_namespace"]
 
@@ -37,7 +37,7 @@ def check_metadata(errs: Errors, obj: dict[str, Any], *,
         for msg in dns_label_errors(ns) if ns is not None else []:
             errs.invalid("metadata.namespace", ns, msg)
     labels(errs, meta.get("labels"), "metadata.labels")
-    annotations(errs, meta.get("annotations"), "metadata.annotations")
+    annotation_map(errs, meta.get("annotations"), "metadata.annotations")
     date_time(errs, meta.get("creationTimestamp"), "metadata.creationTimestamp")
     return meta
 

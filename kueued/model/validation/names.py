@@ -29,7 +29,7 @@ from .fields import Errors, child, index, key, mapping, sequence, string
 
 __all__ = [
     "DNS1123_SUBDOMAIN", "dns_label_errors", "dns_subdomain_errors", "qualified_name_errors",
-    "label_value_errors", "reference", "labels", "annotations", "label_selector",
+    "label_value_errors", "reference", "labels", "annotation_map", "label_selector",
     "selector_matches", "quantity", "exact", "date_time",
 ]
 
@@ -157,7 +157,7 @@ def labels(errs: Errors, value: object, path: str) -> dict[str, Any]:
     return found
 
 
-def annotations(errs: Errors, value: object, path: str) -> None:
+def annotation_map(errs: Errors, value: object, path: str) -> None:
     """``ValidateAnnotations``: qualified-name keys, string values, 256 KiB in total."""
     if value is None:
         return

@@ -37,7 +37,7 @@ def validate_resource_flavor(obj: dict[str, Any], old: dict[str, Any] | None) ->
         if not node_labels:
             errs.invalid("spec", spec, "at least one nodeLabel is required when topology is set")
     if old is not None:
-        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        old_spec = old["spec"] if isinstance(old.get("spec"), dict) else {}
         if old_spec.get("topologyName") is not None and old_spec != spec:
             errs.invalid("spec", spec, "resourceFlavorSpec are immutable when topologyName is set")
     return errs.items

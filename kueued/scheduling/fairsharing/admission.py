@@ -41,11 +41,12 @@ from collections.abc import Callable, Mapping
 
 from kueued.model import api
 from kueued.model.quantity import parse
+from kueued.model.settings import Settings
 from kueued.scheduling.cycle import Entry
 from kueued.scheduling.fairsharing import gates
 from kueued.scheduling.snapshot import ClusterQueueSnapshot
+from kueued.scheduling.view import WorldView as World
 from kueued.scheduling.workload import WorkloadInfo
-from kueued.world import Settings, World
 
 __all__ = ["DEFAULT_HALF_LIFE", "DEFAULT_SAMPLING_INTERVAL", "alpha", "UsageLedger", "AdmissionFairSharing",
            "afs_enabled"]
@@ -174,7 +175,7 @@ def local_queue_weight(world: World, lq: str) -> float:
 class AdmissionFairSharing:
     """One engine's admission fair sharing: its ledger, on its clock, over its World.
 
-    Each engine (the sync :class:`~kueued.scheduling.engine.Engine`, the actors'
+    Each engine (the sync :class:`~kueued.engine.sync.Engine`, the actors'
     coordinator) makes one in its ``__init__`` and hands it to whatever needs LocalQueue
     usage: the pending queues' ordering hook, the fair-sharing preemptor, and its own
     admission step.  The ledger is made on first use (seeded from the LocalQueues'

@@ -11,8 +11,8 @@ them from there.
 
 from __future__ import annotations
 
+from kueued.model.settings import Settings
 from kueued.scheduling.snapshot import Snapshot
-from kueued.world import Settings
 
 __all__ = ["DEFAULTS", "enabled", "remember_settings", "settings_of"]
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from kueued.model.settings import Settings
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Target
 from kueued.scheduling.fairsharing import gates
@@ -53,7 +54,6 @@ from kueued.scheduling.preemption.ordering import LocalQueueUsage, candidate_ord
 from kueued.scheduling.preemption.policy import NEVER, satisfies_preemption_policy
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
-from kueued.world import Settings
 
 __all__ = ["FairPreemptor", "STRATEGIES", "less_than_or_equal_to_final_share", "less_than_initial_share",
            "fair_targets"]

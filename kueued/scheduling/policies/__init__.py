@@ -37,7 +37,7 @@ inactive).
 
 How it is wired
 ---------------
-:func:`kueued.scheduling.run.make_iterate` returns a :class:`PolicyOrder` whenever
+:func:`kueued.engine.wiring.make_iterate` returns a :class:`PolicyOrder` whenever
 fair sharing is off; with no ``fair``/``capacity`` Cohort it hands each cycle to
 Kueue's :func:`~kueued.scheduling.cycle.classical_order` unchanged, so a tree without
 the annotation behaves exactly as Kueue.  Engines set a ClusterQueue's pending-queue

@@ -24,8 +24,8 @@ from kueued.model.validation.policy import FAIR
 from kueued.quota.node import FR
 from kueued.scheduling.policies.shares import capacity_of, fair_share, parse_weight, per_resource, policy_of
 from kueued.scheduling.snapshot import ClusterQueueSnapshot
+from kueued.scheduling.view import WorldView as World
 from kueued.scheduling.workload import WorkloadInfo
-from kueued.world import World
 
 __all__ = ["local_queue_hook", "local_queue_usage"]
 

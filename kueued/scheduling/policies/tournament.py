@@ -51,7 +51,7 @@ from kueued.scheduling.policies.shares import (
     policy_of,
 )
 from kueued.scheduling.snapshot import Snapshot
-from kueued.world import World
+from kueued.scheduling.view import WorldView as World
 
 __all__ = ["PolicyOrder", "policy_order", "cohort_policies"]
 

@@ -188,10 +188,9 @@ class CandidateStream:
                 if not its:
                     continue
                 if len(its) == 1:
-                    merged = its[0]
-                else:
-                    merged = [x for it in its for x in it]
-                    merged.sort(key=_merge_key)  # stable: ties keep walk order
+                    merged: Iterable[tuple[_Group, tuple[tuple[int, float, str], WorkloadInfo]]] = its[0]
+                else:  # sorted is stable: ties keep walk order
+                    merged = sorted((x for it in its for x in it), key=_merge_key)
                 for group, entry in merged:
                     yield self._candidate(i, group, entry[1])
 

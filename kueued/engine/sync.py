@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from kueued.engine.wiring import forest_of, queue_order_hook
 from kueued.quota.node import QuotaNode
 from kueued.scheduling.cycle import CycleResult, Iterate, Preemptor, classical_order, run_cycle
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.queues import PendingQueue
-from kueued.scheduling.run import forest_of, queue_order_hook
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.verdicts import Verdicts
 from kueued.scheduling.workload import WorkloadInfo

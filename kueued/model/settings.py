@@ -1,0 +1,30 @@
+"""What a Configuration switches on, as the engine reads it (the model layer: no logic).
+
+Kueue's manager Configuration (``config.kueue.x-k8s.io``) and kueued's own ``elasticQuota``
+section of it become one :class:`Settings`; :class:`~kueued.world.World` builds it from the
+accepted Configuration, and every layer above the model reads it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from kueued.model import api
+
+__all__ = ["Settings", "DEFAULT_DELAY_EVICT_TIME"]
+
+DEFAULT_DELAY_EVICT_TIME = 120.0
+"""Seconds a group stays over its runtime before forced recycling (ElasticQuotaArgs.delayEvictTime)."""
+
+
+class Settings(msgspec.Struct, kw_only=True):
+    """What Kueue's Configuration switches on (and kueued's ``elasticQuota`` section of it)."""
+
+    fair_sharing: bool = False
+    preemption_strategies: list[str] = msgspec.field(
+        default_factory=lambda: ["LessThanOrEqualToFinalShare", "LessThanInitialShare"])
+    admission_fair_sharing: api.AdmissionFairSharingConfig | None = None
+    feature_gates: dict[str, bool] = msgspec.field(default_factory=dict)
+    # Koordinator's ElasticQuotaArgs.delayEvictTime (Configuration ``elasticQuota.delayEvictTime``):
+    # seconds a group stays above its runtime before forced recycling evicts (default 120).
+    delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
