@@ -7,7 +7,6 @@ any object with these attributes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kueued.model import api
@@ -28,6 +27,6 @@ class WorldView(Protocol):
     raw: dict[str, dict[str, Any]]
     elastic_quotas: dict[str, dict[str, Any]]
     nodes: dict[str, dict[str, Any]]
-    rejected: Mapping[str, str]
+    rejected: dict[str, str]
 
     def route(self, wl: WorkloadInfo) -> tuple[str | None, str]: ...
