@@ -69,7 +69,7 @@ from actors.messages import (
 from actors.node import NodeActor
 from kueued.engine.sync import PreemptorFactory
 from kueued.engine.wiring import forest_of, queue_order_hook
-from kueued.kube.port import ApiPort
+from kueued.kube.port import ApiPort, Recorder
 from kueued.scheduling.cycle import Iterate, classical_order, run_cycle
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
@@ -117,6 +117,7 @@ class Coordinator:
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
         self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
         self.afs = AdmissionFairSharing(world, clock=self.now)
+        self.recorder: Recorder | None = None  # Events about decisions (the daemon sets it on a cluster)
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -480,6 +481,7 @@ class Coordinator:
             cq_name = victim.cluster_queue
             if not ok or cq_name is None:
                 continue
+            self._record_eviction(victim, by.wl, target.reason)
             self._idle.pop(cq_name, None)
             evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(victim.key))))
         # Every release is asked at once and read in order; then every reservation (once the
@@ -535,6 +537,7 @@ class Coordinator:
                 continue
             self.reasons.pop(e.wl.key, None)
             self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed
+            self._record_admission(e.wl, e.cq, now)
             log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
             changed = True
         for e in result.entries:
@@ -548,6 +551,25 @@ class Coordinator:
         for name in touched:
             self._requeue_tree(name)
         return changed
+
+    def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None:
+        """Kueue's QuotaReserved and Admitted Events, once the admission is committed (fire and forget)."""
+        recorder = self.recorder
+        manifest = self.world.raw.get(f"Workload/{wl.key}") if recorder is not None else None
+        if recorder is not None and manifest is not None:
+            recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - wl.created)
+            recorder.admitted(manifest, cluster_queue=cluster_queue)
+
+    def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None:
+        """Kueue's Preempted and EvictedDueToPreempted Events on a victim whose eviction is committed."""
+        recorder = self.recorder
+        manifest = self.world.raw.get(f"Workload/{victim.key}") if recorder is not None else None
+        if recorder is None or manifest is None:
+            return
+        by = self.world.raw.get(f"Workload/{preemptor.key}")
+        if by is not None:
+            recorder.preempted(manifest, preemptor=by, reason=reason)
+        recorder.evicted(manifest, reason="Preempted", message=f"Preempted to accommodate {preemptor.key} ({reason})")
 
     async def _fold(self, nominations: list[tuple[str, Nomination]]) -> tuple[list[tuple[WorkloadInfo, str]], bool]:
         """Fold each tree's dead rounds (:mod:`kueued.scheduling.verdicts`), as the engine does.

@@ -18,7 +18,10 @@ is synced to the World (ElasticQuotas, Nodes, the Workloads labelled for a quota
 recycling delay), both run to quiescence, and each ElasticQuota's request and runtime
 are written back as Koordinator's annotations.  An ElasticQuota that validation refuses
 gets an ``Accepted=False`` condition and an ``object_rejected`` warning; the earlier
-version stays in force and nothing else is affected.
+version stays in force and nothing else is affected.  On a cluster, ``status``
+(``kueued.kube.status_publisher``) writes every ClusterQueue's, LocalQueue's and Cohort's
+status after each pass, and the Kueue objects validation refuses get ``Accepted=False`` and
+a warning Event.
 
 Forced recycling waits ``delay_evict_time`` on ``clock`` (monotonic seconds unless a
 test injects one): when a group's delay runs out with nothing else happening, the next
@@ -43,7 +46,7 @@ from actors.elastic import ElasticCoordinator
 from actors.messages import Sample
 from actors.reasons import ReasonLog
 from kueued.engine.wiring import make_iterate, make_preemptor
-from kueued.kube.port import ApiPort
+from kueued.kube.port import ApiPort, StatusPublisher
 from kueued.metrics import Metrics
 from kueued.model.api import object_key
 from kueued.scheduling.elastic import prepare
@@ -77,8 +80,10 @@ def sd_notify(state: str) -> bool:
 async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 2.0,
                      on_settled: Callable[[Coordinator], None] | None = None,
                      handle_signals: bool = True, metrics: Metrics | None = None,
-                     clock: Callable[[], float] = time.monotonic, world: World | None = None) -> None:
-    """Run until cancelled (SIGTERM); ``world`` may be given to share it with the port."""
+                     clock: Callable[[], float] = time.monotonic, world: World | None = None,
+                     status: StatusPublisher | None = None) -> None:
+    """Run until cancelled (SIGTERM); ``world`` may be given to share it with the port; ``status``
+    writes the queues' status, Accepted conditions and Events (a cluster; None offline)."""
     if isinstance(source, Path):
         source = ManifestDirectory(source)
     world = world if world is not None else World()
@@ -92,6 +97,9 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                                      delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT)
         await coord.sync_topology(tg)
         await elastic.start(tg)
+        if status is not None:
+            await tg.start(status.run)  # its Event writers
+            coord.recorder = status.recorder  # admissions and evictions become Events
         if handle_signals:
             tg.start_soon(_stop_on_signal, tg.cancel_scope)
         batch = await source.initial()  # nothing is decided before every kind's first list is in
@@ -100,7 +108,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         reasons = ReasonLog()
         try:
             while True:
-                changed, elastic_changed = await _apply(batch, coord, elastic, port, tg)
+                changed, elastic_changed = await _apply(batch, coord, elastic, port, tg, status)
                 _log_problems(source)
                 if not ready:  # READY once every actor runs and the first load is applied
                     _resume_evictions(world, port)
@@ -122,6 +130,8 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                         await _observe(metrics, coord, port, rounds + elastic_rounds)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
+                if status is not None:  # every pass, idle ones too: a write held back for its interval goes out
+                    await status.publish(coord)
                 if not ready:
                     ready = True
                     sd_notify("READY=1")
@@ -136,7 +146,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
 
 
 async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
-                 tg: anyio.abc.TaskGroup) -> tuple[int, bool]:
+                 tg: anyio.abc.TaskGroup, status: StatusPublisher | None = None) -> tuple[int, bool]:
     """Apply one batch of source events; (how many, whether the elastic tree must follow)."""
     elastic_changed = False
     for verb, manifest in batch:
@@ -145,6 +155,10 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
         reason = coord.world.rejected.get(key, "") if change is Change.REJECTED else None
         if reason is not None:
             log.warning("object_rejected", object=key, reason=reason)
+        if status is not None and verb == "delete":
+            status.forget(key)
+        elif status is not None:  # an Accepted condition and a warning Event say what a webhook would have
+            status.validated(manifest, reason)
         kind = manifest.get("kind")
         if verb == "delete" and kind == "Workload":
             port.forget(key.split("/", 1)[1])

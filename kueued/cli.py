@@ -296,6 +296,8 @@ async def _run_cluster(args: argparse.Namespace, metrics) -> None:
     from actors.daemon import run_daemon
     from kueued.kube.client import connect
     from kueued.kube.commits import KubePort
+    from kueued.kube.events import EventRecorder
+    from kueued.kube.status_publisher import TreeStatusPublisher
     from kueued.kube.watch import ClusterSource
     from kueued.world import World
     client = await connect(args.kubeconfig, context=args.context,
@@ -307,10 +309,11 @@ async def _run_cluster(args: argparse.Namespace, metrics) -> None:
         return None if wl is None else [(ps.name, ps.count, ps.requests) for ps in wl.pod_sets]
 
     port = KubePort(client, manifest_of=lambda key: world.raw.get(f"Workload/{key}"), requests_of=requests_of)
+    status = TreeStatusPublisher(client, recorder=EventRecorder(client))
     async with client, anyio.create_task_group() as tg:
         source = ClusterSource(client, name=str(args.kubeconfig or "cluster"))
         tg.start_soon(source.run)
-        await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world)
+        await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status)
         tg.cancel_scope.cancel()
 
 

@@ -63,9 +63,16 @@ _META_READ = ("uid", "labels", "annotations", "creationTimestamp", "deletionTime
 _CONDITIONS_READ = frozenset({"Finished", "Evicted"})
 
 
+_OWN_ANNOTATIONS = frozenset({"quota.scheduling.koordinator.sh/request", "quota.scheduling.koordinator.sh/runtime"})
+"""What kueued writes on an ElasticQuota's metadata (Koordinator's status annotations)."""
+
+
 def _same_to_the_scheduler(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether ``new`` differs from ``old`` only where the scheduler does not look: its own
-    condition messages, resourceVersion, managedFields (the echo of kueued's status writes)."""
+    """Whether ``new`` differs from ``old`` only where the scheduler does not look: the status it
+    writes itself (a Workload's condition messages, a queue's counts), resourceVersion,
+    managedFields, an ElasticQuota's request/runtime annotations (the echo of kueued's writes)."""
+    if old.get("kind") != "Workload":
+        return _without_own_writes(old) == _without_own_writes(new)
     if old.get("spec") != new.get("spec") or old.get("apiVersion") != new.get("apiVersion"):
         return False
     old_meta, new_meta = old.get("metadata"), new.get("metadata")
@@ -78,6 +85,18 @@ def _same_to_the_scheduler(old: dict[str, Any], new: dict[str, Any]) -> bool:
     new_status = new_status if isinstance(new_status, dict) else {}
     return (old_status.get("admission") == new_status.get("admission")
             and _read_conditions(old_status) == _read_conditions(new_status))
+
+
+def _without_own_writes(manifest: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in manifest.items() if k != "status"}
+    meta = manifest.get("metadata")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields")}
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and _OWN_ANNOTATIONS & annotations.keys():
+            meta["annotations"] = {k: v for k, v in annotations.items() if k not in _OWN_ANNOTATIONS}
+        out["metadata"] = meta
+    return out
 
 
 def _read_conditions(status: dict[str, Any]) -> set[tuple[Any, Any]] | None:
@@ -133,8 +152,8 @@ class World:
             return Change.REJECTED, "?"
         key = api.object_key(manifest)
         kind = manifest.get("kind")
-        if kind == "Workload" and key in self.raw and _same_to_the_scheduler(self.raw[key], manifest):
-            self.raw[key] = manifest  # the echo of a status write (a Pending message, a version): nothing moves
+        if key in self.raw and _same_to_the_scheduler(self.raw[key], manifest):
+            self.raw[key] = manifest  # the echo of kueued's own status write: nothing the scheduler reads moved
             return Change.NONE, key
         kind_error = _type_error(kind, manifest.get("apiVersion"))
         if kind_error is not None or not isinstance(manifest.get("metadata", {}), dict):

@@ -17,12 +17,13 @@ reads objects from a source that cannot be refused, so it says so on the object)
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import msgspec
 
-__all__ = ["ApiPort", "InMemoryPort", "NoStatus", "Committed", "Condition", "QuotaStatus", "count_commit"]
+__all__ = ["ApiPort", "InMemoryPort", "NoStatus", "Recorder", "StatusPublisher", "Committed", "Condition",
+           "QuotaStatus", "count_commit"]
 
 
 class Committed(msgspec.Struct, frozen=True):
@@ -93,6 +94,35 @@ class NoStatus:
 
     async def finish_evictions(self) -> list[str]:
         return []
+
+
+class Recorder(Protocol):
+    """Kubernetes Events about decisions (``kueued.kube.events.EventRecorder``); fire and forget,
+    each says whether it was queued."""
+
+    def quota_reserved(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float) -> bool: ...
+
+    def admitted(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float = 0.0) -> bool: ...
+
+    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool: ...
+
+    def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool: ...
+
+
+class StatusPublisher(Protocol):
+    """The status of the tree and of refused objects (``kueued.kube.status_publisher``); the actors
+    see only this, never the client behind it."""
+
+    @property
+    def recorder(self) -> Recorder | None: ...
+
+    async def run(self, *, task_status: Any = ...) -> None: ...
+
+    async def publish(self, coord: Any) -> int: ...
+
+    def validated(self, manifest: Mapping[str, Any], reason: str | None) -> bool: ...
+
+    def forget(self, key: str) -> None: ...
 
 
 def count_commit(counts: Counter, commit: Committed) -> None:

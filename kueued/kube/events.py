@@ -1,0 +1,205 @@
+"""Kubernetes Events about kueued's decisions, as Kueue's event recorder writes them.
+
+``kubectl describe workload`` shows a Workload's story as Events: Kueue's scheduler
+records ``QuotaReserved`` and ``Admitted``, its preemptor ``Preempted`` on each victim,
+the workload controller ``EvictedDueToPreempted`` and, for a workload that cannot get in,
+a ``Pending`` warning.  kueued records the same reasons with the same sentences, and one
+of its own: a ``ValidationFailed`` warning on an object its webhook rules refused (no
+webhook runs in front of kueued, so the object exists and the Event says why it does
+not count), with ``field: reason`` as the message.
+
+Events are a side channel: nothing waits for them.  :meth:`EventRecorder.record` is a
+plain method that queues the Event and returns at once; :meth:`EventRecorder.run` (a
+task in the daemon's task group) writes them with a few workers.  The queue is bounded:
+when it is full an Event is dropped and counted (``counts["dropped"]``, logged once per
+overflow), never waited for.  An Event identical to one recorded within ``window``
+seconds (same object, type, reason and message) is not recorded again, as client-go's
+correlator folds repeats.  A failed write is counted and logged once per kind of
+failure until a write succeeds; the Event is not retried (Kubernetes' own recorder
+gives up after a few tries too, and a decision is in the object's status anyway).
+
+Data flow::
+
+    coordinator / daemon ──record()──► dedup ──► bounded deque ──► workers ──► KubeClient.create_event
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+from kueued.kube.errors import ApiError
+
+__all__ = ["EventClient", "EventRecorder", "NORMAL", "WARNING", "HUMAN_PREEMPTION_REASONS", "JOB_UID_LABEL"]
+
+log = structlog.get_logger("kueued.kube.events")
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+HUMAN_PREEMPTION_REASONS = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "Fair Sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+"""Kueue's ``preemption.HumanReadablePreemptionReasons``: how a preemption message names the policy."""
+
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+
+class EventClient(Protocol):
+    """What the recorder needs of :class:`~kueued.kube.client.KubeClient` (a test gives a fake)."""
+
+    async def create_event(self, regarding: dict[str, Any], *, reason: str, message: str,
+                           type: str = NORMAL, action: str = "", reporter: str = "kueued") -> dict[str, Any]: ...
+
+
+class _Event(NamedTuple):
+    regarding: dict[str, Any]
+    type: str
+    reason: str
+    message: str
+
+
+def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Only what an Event's involvedObject needs: a queued Event does not hold the whole manifest."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    ref_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if meta.get(k)}
+    return {"apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""), "metadata": ref_meta}
+
+
+class EventRecorder:
+    """Fire-and-forget Events; ``counts``: recorded, deduplicated, dropped, written, failed."""
+
+    def __init__(self, client: EventClient, *, capacity: int = 1024, window: float = 60.0, workers: int = 4,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.capacity = capacity
+        self.window = window
+        self.workers = workers
+        self.clock = clock
+        self.counts: Counter[str] = Counter()
+        self._queue: deque[_Event] = deque()
+        self._recent: OrderedDict[tuple[str, ...], float] = OrderedDict()  # event -> when, oldest first
+        self._wake: anyio.Event | None = None  # made by run(): an Event belongs to the running loop
+        self._dropping = False
+        self._failing: str | None = None
+
+    # --- recording: never blocks, never raises for a full queue ------------------------------------
+    def record(self, obj_ref: Mapping[str, Any], type: str, reason: str, message: str) -> bool:
+        """Queue an Event about ``obj_ref`` (a manifest: apiVersion, kind, metadata); whether it was queued."""
+        now = self.clock()
+        self._prune(now)
+        ref = _reference(obj_ref)
+        meta = ref["metadata"]
+        key = (ref["kind"], meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""), type, reason,
+               message)
+        if key in self._recent:
+            self.counts["deduplicated"] += 1
+            return False
+        if len(self._queue) >= self.capacity:
+            self.counts["dropped"] += 1
+            if not self._dropping:
+                log.warning("events_dropped", queued=len(self._queue), reason=reason)
+                self._dropping = True
+            return False
+        self._dropping = False
+        self._recent[key] = now
+        self._queue.append(_Event(ref, type, reason, message[:1024]))
+        self.counts["recorded"] += 1
+        if self._wake is not None:
+            self._wake.set()
+        return True
+
+    def _prune(self, now: float) -> None:
+        recent = self._recent
+        while recent and (next(iter(recent.values())) <= now - self.window or len(recent) > 16 * self.capacity):
+            recent.popitem(last=False)
+
+    def pending_events(self) -> int:
+        """Events queued and not yet handed to a worker."""
+        return len(self._queue)
+
+    # --- Kueue's Events, with Kueue's sentences -------------------------------------------------------
+    def quota_reserved(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float) -> bool:
+        """The scheduler's Event when it reserves quota; ``waited``: seconds since the workload was queued."""
+        return self.record(workload, NORMAL, "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}, "
+                                                              f"wait time since queued was {max(0.0, waited):.0f}s")
+
+    def admitted(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float = 0.0) -> bool:
+        """The workload controller's Event once admitted (no admission checks here: 0s after the reservation)."""
+        return self.record(workload, NORMAL, "Admitted", f"Admitted by ClusterQueue {cluster_queue}, "
+                                                         f"wait time since reservation was {max(0.0, waited):.0f}s")
+
+    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool:
+        """The preemptor's Event on a victim: who it made room for and under which policy (Kueue's wording,
+        plus the preemptor's name, which Kueue leaves to its UID)."""
+        meta = preemptor.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        labels = meta.get("labels")
+        labels = labels if isinstance(labels, Mapping) else {}
+        who = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        message = (f"Preempted to accommodate a workload (UID: {meta.get('uid') or 'UNKNOWN'}, JobUID: "
+                   f"{labels.get(JOB_UID_LABEL) or 'UNKNOWN'}) due to "
+                   f"{HUMAN_PREEMPTION_REASONS.get(reason, reason or 'UNKNOWN')}; preemptor: {who}")
+        return self.record(victim, NORMAL, "Preempted", message)
+
+    def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
+        """``EvictedDueTo<reason>`` (Kueue's ReportEvictedWorkload), the Evicted condition's message."""
+        return self.record(workload, NORMAL, f"EvictedDueTo{reason}", message)
+
+    def pending(self, workload: Mapping[str, Any], message: str) -> bool:
+        """The scheduler's warning for a workload it could not admit, with why."""
+        return self.record(workload, WARNING, "Pending", message)
+
+    def validation_failed(self, obj: Mapping[str, Any], errors: str) -> bool:
+        """An object kueued's webhook rules refused: ``field: reason`` (several joined with ``; ``)."""
+        return self.record(obj, WARNING, "ValidationFailed", errors)
+
+    # --- writing ----------------------------------------------------------------------------------
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Write queued Events until cancelled (``await tg.start(recorder.run)``)."""
+        self._wake = anyio.Event()
+        if self._queue:
+            self._wake.set()
+        task_status.started()
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(max(1, self.workers)):
+                    tg.start_soon(self._worker)
+        finally:
+            self._wake = None
+
+    async def _worker(self) -> None:
+        while True:
+            while not self._queue:
+                wake = self._wake
+                assert wake is not None
+                if wake.is_set():
+                    self._wake = wake = anyio.Event()
+                await wake.wait()
+            await self._write(self._queue.popleft())
+
+    async def _write(self, event: _Event) -> None:
+        try:
+            await self.client.create_event(event.regarding, reason=event.reason, message=event.message,
+                                           type=event.type)
+        except ApiError as exc:
+            self.counts["failed"] += 1
+            what = type(exc).__name__
+            if self._failing != what:
+                meta = event.regarding["metadata"]
+                log.warning("event_write_failed", reason=event.reason, kind=event.regarding["kind"],
+                            name=meta.get("name", ""), error=what, detail=str(exc)[:200])
+                self._failing = what
+            return
+        self.counts["written"] += 1
+        self._failing = None

@@ -1,0 +1,343 @@
+"""Writing the tree's status: only what changed, at most once a second per object, never blocking.
+
+:func:`~kueued.kube.tree_status.tree_status` says what every ClusterQueue, LocalQueue and
+Cohort should show; :class:`TreeStatusPublisher` keeps the API server in step with it.
+After each batch the daemon calls :meth:`~TreeStatusPublisher.publish`:
+
+1. if anything ran since the last call (the coordinator's round counter moved), the
+   balances are assembled from the actors and the desired statuses computed afresh;
+   otherwise only writes held back earlier are looked at (nothing is asked of the actors);
+2. each desired status is compared with what the object says now: what kueued last
+   wrote to it (the API server's answer), else its status as last seen (``World.raw``,
+   so a restart rewrites nothing that is already right).  Conditions are merged by type
+   into the object's own (``merge_conditions``: ``lastTransitionTime`` kept while the
+   status stays), so a count that did not move and a condition that did not flip cost
+   nothing;
+3. what differs is written as a JSON merge patch on the status subresource, at most
+   ``concurrency`` at a time, and at most once per ``min_interval`` seconds per object:
+   a change inside the interval waits for the first publish after it (the daemon calls
+   ``publish`` every ``--interval`` even when idle, so it is not stranded).
+
+A refused write (any :class:`~kueued.kube.errors.ApiError`) is logged once per object
+until a write succeeds and retried at the next publish; an object the API server no
+longer has (404) is forgotten until a new version of it shows up.
+
+Validation.  No webhook refuses a bad object in front of kueued, so the World does, and
+the object says so: :meth:`~TreeStatusPublisher.validated` sets condition ``Accepted``
+(False, reason ``ValidationFailed``, the field errors as message; True, reason ``Valid``,
+once a later version passes) on a ClusterQueue, LocalQueue, Cohort or Workload, and
+records a ``ValidationFailed`` warning Event (once per refused version) on those and on a
+ResourceFlavor or WorkloadPriorityClass, whose CRDs have no status to hold a condition.
+A Workload's conditions are also written by the API port (``kueued.kube.commits``), which
+builds on ``World.raw``: the publisher merges into that manifest's conditions and, once
+written, leaves the server's list there, so neither writer drops the other's condition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+from kueued.kube.commits import merge_conditions
+from kueued.kube.errors import ApiError, ApiNotFound
+from kueued.kube.events import EventRecorder
+from kueued.kube.port import Condition
+from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
+from kueued.model.api import object_key
+from kueued.scheduling.fairsharing.admission import AdmissionFairSharing, afs_enabled
+from kueued.scheduling.snapshot import Snapshot
+from kueued.world import World
+
+__all__ = ["TreeStatusPublisher", "StatusPatcher", "Coordinated", "ACCEPTED", "VALIDATED_KINDS"]
+
+log = structlog.get_logger("kueued.kube.status")
+
+ACCEPTED = "Accepted"
+VALIDATED_KINDS = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor", "Workload",
+                             "WorkloadPriorityClass"})
+"""Kueue's kinds, whose refusals the publisher reports (ElasticQuota has its own, in actors.elastic)."""
+
+
+class StatusPatcher(Protocol):
+    async def patch_status(self, kind: str, namespace: str | None, name: str,
+                           body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Coordinated(Protocol):
+    """What the publisher reads of the coordinator (``actors.coordinator.Coordinator``)."""
+
+    world: World
+    rounds: int
+    afs: AdmissionFairSharing
+
+    async def assemble(self) -> Snapshot: ...
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _version(manifest: Mapping[str, Any] | None) -> tuple[str, str]:
+    meta = (manifest or {}).get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+
+
+def _generation(manifest: Mapping[str, Any]) -> int | None:
+    meta = manifest.get("metadata")
+    gen = meta.get("generation") if isinstance(meta, Mapping) else None
+    return gen if isinstance(gen, int) else None
+
+
+def _conditions(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    listed = status.get("conditions")
+    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+
+
+def _status_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = manifest.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _says_refused(manifest: Mapping[str, Any]) -> bool:
+    status = manifest.get("status")
+    return isinstance(status, Mapping) and any(
+        c.get("type") == ACCEPTED and c.get("status") == "False" for c in _conditions(status))
+
+
+def _differs(current: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether writing ``status`` (None deletes a field) would change ``current``."""
+    return any(current.get(k) != v for k, v in status.items())
+
+
+def _from_key(key: str) -> Desired:
+    """An object with no tree status of its own (a Workload, or one refused before it was ever accepted)."""
+    kind, _, rest = key.partition("/")
+    namespace, _, name = rest.rpartition("/")
+    return Desired(kind, namespace, name, {})
+
+
+class TreeStatusPublisher:
+    def __init__(self, client: StatusPatcher, *, recorder: EventRecorder | None = None, min_interval: float = 1.0,
+                 concurrency: int = 16, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.min_interval = min_interval
+        self.concurrency = concurrency
+        self.clock = clock                  # spacing of writes (monotonic seconds)
+        self.wall = wall                    # condition timestamps (epoch seconds)
+        self.counts: Counter[str] = Counter()  # written, failed, gone, deferred
+        self._desired: dict[str, Desired] = {}
+        self._rounds: int | None = None     # the coordinator's round counter at the last computation
+        self._last: dict[str, dict[str, Any]] = {}  # key -> status the API server answered our last write with
+        self._written_at: dict[str, float] = {}
+        self._due: set[str] = set()         # held back (interval) or refused: looked at again next publish
+        self._failing: dict[str, str] = {}  # key -> the error logged for it, until a write succeeds
+        self._gone: dict[str, tuple[str, str]] = {}  # key -> (uid, resourceVersion) the API server said 404 for
+        self._accepted: dict[str, tuple[Condition, int | None]] = {}  # key -> Accepted condition, its generation
+        self._refused: dict[str, tuple[int | None, str]] = {}  # key -> (generation, errors) an Event was recorded for
+        self._seen: dict[str, dict[str, Any]] = {}  # key -> the newest (refused) manifest: World.raw keeps the older
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The recorder's writers, if there is a recorder (``await tg.start(publisher.run)``)."""
+        if self.recorder is None:
+            task_status.started()
+            return
+        await self.recorder.run(task_status=task_status)
+
+    # --- validation ------------------------------------------------------------------------------
+    def validated(self, manifest: Mapping[str, Any], reason: str | None) -> bool:
+        """A Kueue object was applied: refused with ``reason`` (field errors) or accepted (None).
+
+        Sets its Accepted condition for the next publish and records a warning Event for a
+        refusal not reported before (a status write's echo re-applies a refused version:
+        it is the same refusal).  Whether this was a new refusal.
+        """
+        kind = manifest.get("kind")
+        if kind not in VALIDATED_KINDS:
+            return False
+        key = object_key(dict(manifest))
+        generation = _generation(manifest)
+        if reason is None:
+            self._refused.pop(key, None)
+            self._seen.pop(key, None)
+            before = self._accepted.get(key)
+            if kind in STATUS_KINDS and ((before is not None and before[0].status == "False")
+                                         or (before is None and _says_refused(manifest))):
+                self._accepted[key] = (Condition(ACCEPTED, "True", "Valid", "the current version passed validation"),
+                                       generation)
+                self._due.add(key)
+            return False
+        new = self._refused.get(key) != (generation, reason)
+        self._refused[key] = (generation, reason)
+        if kind in STATUS_KINDS:
+            self._seen[key] = dict(manifest)
+            condition = (Condition(ACCEPTED, "False", "ValidationFailed", reason), generation)
+            if self._accepted.get(key) != condition:
+                self._accepted[key] = condition
+                self._due.add(key)
+        if new and self.recorder is not None:
+            self.recorder.validation_failed(manifest, reason)
+        return new
+
+    def forget(self, key: str) -> None:
+        """The object was deleted: nothing about it is kept (a new one of that name starts afresh)."""
+        self._drop(key)
+        self._gone.pop(key, None)
+        self._accepted.pop(key, None)
+        self._refused.pop(key, None)
+        self._seen.pop(key, None)
+        self._desired.pop(key, None)
+
+    # --- publishing -----------------------------------------------------------------------------
+    async def publish(self, coord: Coordinated) -> int:
+        """Write what changed since the last publish (module notes); how many writes succeeded."""
+        world = coord.world
+        if coord.rounds != self._rounds:
+            snapshot = await coord.assemble()
+            consumed, at = self._consumed(coord)
+            self._desired = tree_status(world, snapshot, consumed=consumed, consumed_at=at)
+            self._rounds = coord.rounds
+            for key in [k for k in (*self._last, *self._gone) if k not in self._desired and k not in self._accepted]:
+                self._drop(key)
+                self._gone.pop(key, None)
+            candidates = [*self._desired, *(k for k in self._accepted if k not in self._desired)]
+        elif self._due:
+            candidates = list(self._due)
+        else:
+            return 0
+        now = self.clock()
+        writes: list[tuple[str, Desired, dict[str, Any]]] = []
+        for key in candidates:
+            desired = self._desired.get(key) or (_from_key(key) if key in self._accepted else None)
+            manifest = self._seen.get(key) or world.raw.get(key)
+            if desired is None or (manifest is None and key not in self._last):
+                self._due.discard(key)
+                continue
+            if key in self._gone:
+                if self._gone[key] == _version(manifest):
+                    continue  # 404 for this very version: wait for a new one
+                del self._gone[key]
+            status = self._status(key, desired, world)
+            if status is None:
+                self._due.discard(key)
+                continue
+            last = self._written_at.get(key)
+            if last is not None and now - last < self.min_interval:
+                self._due.add(key)
+                self.counts["deferred"] += 1
+                continue
+            writes.append((key, desired, status))
+        if not writes:
+            return 0
+        done = [0]
+        limiter = anyio.CapacityLimiter(self.concurrency)
+
+        async def write(key: str, desired: Desired, status: dict[str, Any]) -> None:
+            async with limiter:
+                if await self._write(key, desired, status, world):
+                    done[0] += 1
+        async with anyio.create_task_group() as tg:
+            for item in writes:
+                tg.start_soon(write, *item)
+        return done[0]
+
+    def _status(self, key: str, desired: Desired, world: World) -> dict[str, Any] | None:
+        """The status to write for ``key``, or None when the object already says it."""
+        current = self._current(key, desired.kind, world)
+        status = dict(desired.fields)
+        accepted = self._accepted.get(key)
+        if desired.conditions or accepted is not None:
+            merged = _conditions(current)
+            stamp = _stamp(self.wall())
+            if desired.conditions:
+                merged = merge_conditions(merged, list(desired.conditions), generation=desired.generation, now=stamp)
+            if accepted is not None:
+                merged = merge_conditions(merged, [accepted[0]], generation=accepted[1], now=stamp)
+            status["conditions"] = merged
+        return status if _differs(current, status) else None
+
+    def _current(self, key: str, kind: str, world: World) -> Mapping[str, Any]:
+        """What the object's status says now, as far as kueued knows (module notes)."""
+        raw, seen = world.raw.get(key), self._seen.get(key)
+        if kind == "Workload" and raw is not None:
+            return _status_of(raw)  # the API port's writes and kueued's land here (module notes)
+        if key in self._last:
+            return self._last[key]
+        manifest = seen if seen is not None else raw
+        return _status_of(manifest) if manifest is not None else {}
+
+    async def _write(self, key: str, desired: Desired, status: dict[str, Any], world: World) -> bool:
+        try:
+            answer = await self.client.patch_status(desired.kind, desired.namespace or None, desired.name,
+                                                    {"status": status})
+        except ApiNotFound:
+            manifest = self._seen.get(key) or world.raw.get(key)
+            self._drop(key)
+            self._gone[key] = _version(manifest)
+            self.counts["gone"] += 1
+            log.info("status_object_gone", object=key)
+            return False
+        except ApiError as exc:
+            self._written_at[key] = self.clock()  # retried next publish, no sooner than the interval
+            self._due.add(key)
+            self.counts["failed"] += 1
+            error = type(exc).__name__
+            if self._failing.get(key) != error:
+                log.warning("status_write_failed", object=key, error=error, detail=str(exc)[:200])
+                self._failing[key] = error
+            return False
+        written = answer.get("status") if isinstance(answer, dict) else None
+        written = written if isinstance(written, dict) else status
+        self._written_at[key] = self.clock()
+        self._due.discard(key)
+        self._failing.pop(key, None)
+        self.counts["written"] += 1
+        self._last[key] = written
+        manifest = world.raw.get(key)
+        if desired.kind == "Workload" and manifest is not None and "conditions" in written:
+            # the API port builds its next write on World.raw: give it the list just written
+            own = manifest.get("status")
+            if not isinstance(own, dict):
+                own = manifest["status"] = {}
+            own["conditions"] = written["conditions"]
+        return True
+
+    def _drop(self, key: str) -> None:
+        """Forget what was written to ``key`` (it left the tree, or the API server has no such object)."""
+        self._last.pop(key, None)
+        self._written_at.pop(key, None)
+        self._failing.pop(key, None)
+        self._due.discard(key)
+
+    # --- admission fair sharing ------------------------------------------------------------------
+    @staticmethod
+    def _consumed(coord: Coordinated) -> tuple[dict[str, dict[str, float]] | None, str]:
+        """Each LocalQueue's consumed usage (decayed, with entry penalties) and when it was sampled.
+
+        Only where a ClusterQueue uses admission fair sharing: its queue made the ledger
+        already, so reading it starts no sampling clock the scheduler would not have started.
+        """
+        world = coord.world
+        settings = world.settings
+        if settings.admission_fair_sharing is None or not any(
+                afs_enabled(settings, cq.spec) for cq in world.cluster_queues.values()):
+            return None, ""
+        ledger = coord.afs.ledger
+        if ledger is None:
+            return None, ""
+        out: dict[str, dict[str, float]] = {}
+        for lq in {*ledger.consumed, *ledger.penalty}:
+            used = dict(ledger.consumed.get(lq, {}))
+            for res, v in ledger.penalty.get(lq, {}).items():
+                used[res] = used.get(res, 0.0) + v
+            out[lq] = used
+        return out, _stamp(ledger.last_sample)
