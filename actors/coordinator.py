@@ -228,8 +228,9 @@ class Coordinator:
                 await self._drop(old)
             if wl is not None:
                 await self._place(wl)
-            else:
+            else:  # deleted (or finished): nothing is kept for it, however long the daemon runs
                 self.unrouted.pop(key, None)
+                self.reasons.pop(key, None)
 
     async def _carry_admission(self, old: WorkloadInfo, new: WorkloadInfo) -> bool:
         """Keep an admission across an edit that asks for nothing new, as Kueue does.
@@ -299,6 +300,7 @@ class Coordinator:
         parked workloads of its tree are requeued (Kueue's reaction to a Finished workload)."""
         wl = self.world.workloads.pop(key, None)
         self.world.raw.pop(f"Workload/{key}", None)
+        self.reasons.pop(key, None)
         if wl is None:
             return
         name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]

@@ -165,3 +165,25 @@ def test_a_directory_that_cannot_be_listed_is_a_warning_and_deletes_nothing(tmp_
     assert "cannot be read" in warning["error"] and warning["file"] == str(directory)
     assert [e["workload"] for e in _events(logs, "workload_admitted")] == ["ns/a"]  # once: never deleted
     assert [e["file"] for e in _events(logs, "manifest_readable")] == [str(directory)]
+
+
+def test_nothing_is_kept_for_deleted_workloads(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    _write(tmp_path / "jobs.yaml", [workload(f"w{i}", "ns", "lq", created=i, cpu="2") for i in range(50)])
+    kept: list[tuple[int, int]] = []
+
+    def settled(coord) -> None:
+        kept.append((len(coord.reasons), len(coord.unrouted)))
+        if len(kept) == 1:
+            (tmp_path / "jobs.yaml").unlink()
+        else:
+            scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(tmp_path, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
+
+    scope: anyio.CancelScope
+    anyio.run(main)
+    assert kept == [(49, 0), (0, 0)]  # 49 reasons while they waited, none once they are gone
