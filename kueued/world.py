@@ -188,7 +188,8 @@ class World:
     def delete(self, manifest: dict[str, Any]) -> tuple[Change, str]:
         key = api.object_key(manifest)
         kind = manifest.get("kind")
-        name = (manifest.get("metadata") or {}).get("name", "")
+        meta = manifest.get("metadata")
+        name = meta.get("name", "") if isinstance(meta, dict) else ""
         if kind == "ElasticQuota" and key in self.elastic_quotas:
             errors = self._validate_elastic_delete(self.elastic_quotas[key])
             if errors:  # Koordinator's webhook refuses it: the object stays in force
@@ -211,6 +212,13 @@ class World:
         if kind == "LocalQueue":
             self.local_queues.pop(key.split("/", 1)[1], None)
             return Change.ROUTING, key
+        if kind == "Namespace":  # its labels no longer match any selector
+            return (Change.ROUTING if self.namespaces.pop(name, None) is not None else Change.NONE), key
+        if kind == "WorkloadPriorityClass":  # new workloads no longer find it; admitted ones keep theirs, as in Kueue
+            return (Change.ROUTING if self.priority_classes.pop(name, None) is not None else Change.NONE), key
+        if kind == "Configuration":  # Kueue's defaults again
+            self.settings = Settings()
+            return Change.TOPOLOGY, key
         return Change.NONE, key
 
     def _validate_elastic(self, manifest: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:

@@ -141,3 +141,20 @@ def test_the_echo_of_a_status_write_changes_nothing_the_scheduler_reads() -> Non
     finished["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded",
                                              "lastTransitionTime": "2026-01-01T00:00:01Z"})
     assert world.apply(finished)[0] is Change.WORKLOAD and "ns/w" not in world.workloads
+
+
+def test_deleting_a_namespace_a_priority_class_or_the_configuration_is_seen() -> None:
+    world = World()
+    world.apply(namespace("ns", team="a"))
+    world.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                 "metadata": {"name": "high"}, "value": 1000})
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+              "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare"]}}
+    world.apply(config)
+    assert world.settings.fair_sharing
+    assert world.delete(namespace("ns"))[0] is Change.ROUTING and "ns" not in world.namespaces
+    assert world.delete({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                         "metadata": {"name": "high"}})[0] is Change.ROUTING
+    assert "high" not in world.priority_classes
+    assert world.delete(config)[0] is Change.TOPOLOGY and not world.settings.fair_sharing
+    assert world.delete({"kind": "Namespace", "metadata": "broken"})[0] is Change.NONE
