@@ -26,6 +26,12 @@ a warning Event.
 Forced recycling waits ``delay_evict_time`` on ``clock`` (monotonic seconds unless a
 test injects one): when a group's delay runs out with nothing else happening, the next
 poll runs the rounds all the same.
+
+``health`` (``kueued.health``) hears a tick at the end of every pass (``/healthz`` fails when
+they stop: a wedged loop), that the first load is applied when READY is sent (``/readyz``),
+and whether this process is the one that commits (always, until there is leader election).
+``metrics`` are refreshed after each pass that ran rounds (``_observe``), the watches' and
+the leader's on every pass.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import structlog
@@ -46,8 +53,9 @@ from actors.elastic import ElasticCoordinator
 from actors.messages import Sample
 from actors.reasons import ReasonLog
 from kueued.engine.wiring import make_iterate, make_preemptor
+from kueued.health import Health
 from kueued.kube.port import ApiPort, StatusPublisher
-from kueued.metrics import Metrics
+from kueued.metrics import DecisionRecorder, Metrics
 from kueued.model.api import object_key
 from kueued.scheduling.elastic import prepare
 from kueued.sources import ManifestDirectory, Source
@@ -81,9 +89,10 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                      on_settled: Callable[[Coordinator], None] | None = None,
                      handle_signals: bool = True, metrics: Metrics | None = None,
                      clock: Callable[[], float] = time.monotonic, world: World | None = None,
-                     status: StatusPublisher | None = None) -> None:
+                     status: StatusPublisher | None = None, health: Health | None = None) -> None:
     """Run until cancelled (SIGTERM); ``world`` may be given to share it with the port; ``status``
-    writes the queues' status, Accepted conditions and Events (a cluster; None offline)."""
+    writes the queues' status, Accepted conditions and Events (a cluster; None offline); ``health``
+    is told of progress, readiness and leadership."""
     if isinstance(source, Path):
         source = ManifestDirectory(source)
     world = world if world is not None else World()
@@ -100,6 +109,12 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         if status is not None:
             await tg.start(status.run)  # its Event writers
             coord.recorder = status.recorder  # admissions and evictions become Events
+        if metrics is not None:  # each committed admission's wait, each preemption by the preemptor's queue
+            coord.recorder = DecisionRecorder(metrics, coord.recorder, cluster_queue_of=partial(_queue_of, world))
+        health = health if health is not None else Health()
+        # No leader election yet: this process commits from the start.  The seam: an elector
+        # calls set_leader(True/False) as it wins or loses the lease, and commits wait on it.
+        health.set_leader(True)
         if handle_signals:
             tg.start_soon(_stop_on_signal, tg.cancel_scope)
         batch = await source.initial()  # nothing is decided before every kind's first list is in
@@ -127,17 +142,21 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     await reasons.update(coord, port)
                     await port.flush_pending()
                     if metrics is not None:
-                        await _observe(metrics, coord, port, rounds + elastic_rounds)
+                        await _observe(metrics, coord, elastic, port, rounds + elastic_rounds)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
                 if status is not None:  # every pass, idle ones too: a write held back for its interval goes out
                     await status.publish(coord)
                 if not ready:
                     ready = True
+                    health.ready()
                     sd_notify("READY=1")
                     log.info("daemon_ready", source=source.name, objects=len(world.raw))
                 due = elastic.deadline()
                 pause = interval if due is None else min(interval, max(0.0, due - clock()))
+                if metrics is not None:
+                    _observe_pass(metrics, source, health)
+                health.tick()  # a pass done: the loop is not wedged
                 batch = await source.changes(0 if unsettled else pause)
         finally:
             sd_notify("STOPPING=1")
@@ -181,12 +200,37 @@ def _resume_evictions(world: World, port: ApiPort) -> None:
                 resume(key, evicted.message)
 
 
-async def _observe(metrics: Metrics, coord: Coordinator, port: ApiPort, rounds: int) -> None:
+async def _observe(metrics: Metrics, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
+                   rounds: int) -> None:
+    """After a pass that ran rounds: the queues' gauges, the commits' counters and timings."""
     metrics.rounds.inc(rounds)
     # asked, not read: a queue's deferred requeues are delivered before it answers
     replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
-    metrics.observe_queues([await r.result(a.ask_timeout) for a, r in replies])
+    samples = [await r.result(a.ask_timeout) for a, r in replies]
+    raw = coord.world.raw
+    terminating = {name for name in coord.forest.cluster_queues
+                   if ((raw.get(f"ClusterQueue/{name}") or {}).get("metadata") or {}).get("deletionTimestamp")}
+    metrics.observe_queues(samples, coord.forest.cluster_queues, terminating=terminating)
+    metrics.observe_mailboxes({**{f"ClusterQueue/{s.name}": s.mailbox for s in samples},
+                               **{f"Cohort/{n}": a.stats().mailbox for n, a in coord.cohorts.items()},
+                               **{f"ElasticQuota/{n}": a.stats().mailbox for n, a in elastic.groups.items()}})
     metrics.observe_commits(getattr(port, "counts", {}))
+    timings = getattr(port, "timings", None)  # KubePort's; an in-memory commit takes no time worth a metric
+    if timings:
+        metrics.observe_timings([timings.popleft() for _ in range(len(timings))])
+    metrics.forget(coord.forest.cluster_queues.keys() | elastic.groups.keys())
+
+
+def _observe_pass(metrics: Metrics, source: Source, health: Health) -> None:
+    """Every pass, idle ones too: the watches' restarts (a cluster) and who commits."""
+    metrics.observe_watches(getattr(source, "restarts", {}), getattr(source, "relists", {}))
+    metrics.leader.set(1 if health.leader else 0)
+
+
+def _queue_of(world: World, manifest: Mapping[str, Any]) -> str | None:
+    """The ClusterQueue a Workload queues in (a preemptor is not admitted yet: its route)."""
+    wl = world.workloads.get(object_key(dict(manifest)).split("/", 1)[-1])
+    return None if wl is None else world.route(wl)[0]
 
 
 def _past(clock: Callable[[], float], at: float) -> bool:

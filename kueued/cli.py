@@ -102,7 +102,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds a backlog is worked on before new events are read, and between directory "
                           "scans; 0.01 to 3600 (default 2)")
     run.add_argument("--metrics-port", type=_port, default=0,
-                     help="serve Prometheus metrics on this port (default 0: off)")
+                     help="serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) on this port "
+                          "(default 0: off)")
+    run.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
+                     help="address that port listens on (default 127.0.0.1: this host only; 0.0.0.0 or :: for "
+                          "a Prometheus or a kubelet elsewhere)")
     val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
     val.add_argument("files", nargs="+", type=Path)
     man = sub.add_parser("manifests", help="print the CRDs and RBAC kueued needs (kubectl apply --server-side -f -)",
@@ -265,31 +269,41 @@ def _run(args: argparse.Namespace) -> int:
     from functools import partial
 
     import anyio
+    from prometheus_client import disable_created_metrics
 
+    from kueued.health import Health, HealthServer, stale_after
     from kueued.metrics import Metrics
     if args.manifests is not None and not args.manifests.is_dir():
         fail(f"--manifests {args.manifests} is not a directory")
         return 2
+    disable_created_metrics()  # no *_created series: Kueue's Go client has none, dashboards expect none
     metrics = Metrics()
+    health = Health(stale_after=stale_after(args.interval))
+    server = None
     if args.metrics_port:
-        from prometheus_client import start_http_server
         try:
-            start_http_server(args.metrics_port, registry=metrics.registry)
+            server = HealthServer(health, metrics.registry, host=args.metrics_address, port=args.metrics_port)
         except OSError as exc:
-            fail(f"--metrics-port {args.metrics_port}: cannot serve metrics there: {exc.strerror or exc}")
+            fail(f"--metrics-port {args.metrics_port}: cannot serve metrics there (address {args.metrics_address}): "
+                 f"{exc.strerror or exc}")
             return 2
     main = _run_offline if args.manifests is not None else _run_cluster
-    anyio.run(partial(main, args, metrics))
+    try:
+        anyio.run(partial(main, args, metrics, health))
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 
-async def _run_offline(args: argparse.Namespace, metrics) -> None:
+async def _run_offline(args: argparse.Namespace, metrics, health) -> None:
     from actors.daemon import EVENTS_KEPT, run_daemon
     from kueued.kube.port import InMemoryPort
-    await run_daemon(args.manifests, InMemoryPort(keep=EVENTS_KEPT), interval=args.interval, metrics=metrics)
+    await run_daemon(args.manifests, InMemoryPort(keep=EVENTS_KEPT), interval=args.interval, metrics=metrics,
+                     health=health)
 
 
-async def _run_cluster(args: argparse.Namespace, metrics) -> None:
+async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
     """Watch the cluster (an initial sync before any decision) and commit through its API."""
     import anyio
 
@@ -313,7 +327,8 @@ async def _run_cluster(args: argparse.Namespace, metrics) -> None:
     async with client, anyio.create_task_group() as tg:
         source = ClusterSource(client, name=str(args.kubeconfig or "cluster"))
         tg.start_soon(source.run)
-        await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status)
+        await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status,
+                         health=health)
         tg.cancel_scope.cancel()
 
 

@@ -1,21 +1,63 @@
-"""Prometheus metrics of a running daemon, refreshed after every settled change.
+"""Prometheus metrics of a running daemon, with Kueue's names so its dashboards carry over.
 
-Names follow Kueue's (``kueue_pending_workloads``, ``kueue_admitted_active_workloads``,
-``kueue_cluster_queue_resource_usage``) with a ``kueued_`` prefix, so dashboards carry
-over.  Each :class:`Metrics` has its own registry (tests make several); the daemon
-serves it with prometheus-client's HTTP server when ``--metrics-port`` is set.
+Where a number means what Kueue's does, it has Kueue's name and labels
+(``pkg/metrics/metrics.go``): ``kueue_pending_workloads{cluster_queue,status}``,
+``kueue_admitted_workloads_total``, ``kueue_cluster_queue_nominal_quota{cohort,cluster_queue,
+flavor,resource}``, ...  What only kueued has is ``kueued_``: commit latency, watch restarts,
+leadership, actor mailboxes, scheduling rounds.  Each :class:`Metrics` has its own registry
+(tests make several); ``kueued.health`` serves it beside ``/healthz`` and ``/readyz``.
 
-Counters are fed from the API port's commit counts (admissions and evictions that
-actually reached the API, on every port), gauges from the actors' own statistics records.
+Where the numbers come from, all read between scheduling passes, never during a round:
+
+- **Counters of commits** from the API port's ``counts`` (every port keeps them, by (kind,
+  ClusterQueue, reason); ``kueued.kube.port.count_commit``), brought up to the port's totals
+  after each pass, so only what reached the API counts.  kueued has no admission checks, so a
+  quota reservation is an admission: ``kueue_quota_reserved_workloads_total`` and
+  ``kueue_admitted_workloads_total`` move together, as ``reserving`` and ``admitted`` active
+  workloads and ``resource_reservation`` and ``resource_usage`` do.  Every eviction kueued
+  writes is a preemption (``Evicted`` reason ``Preempted``), Kueue's ``reason`` label; the
+  preemption's own reason (``InClusterQueue``, ...) labels ``kueue_preempted_workloads_total``.
+- **Per-decision numbers** the port cannot know (the preemptor's ClusterQueue, how long an
+  admitted workload waited since its creation) from :class:`DecisionRecorder`, which the
+  daemon puts in front of the coordinator's Event recorder: the coordinator calls it for
+  every committed admission and preemption, with a cluster or without.
+- **Gauges** from each ClusterQueue actor's statistics record (``Sample``), the quota forest
+  (limits per (flavor, resource), whether a queue is active) and the World (a ClusterQueue
+  with a ``deletionTimestamp`` is ``terminating``).
+- **kueued's own** from the port's ``timings`` (each admit/evict call, drained), the
+  cluster source's per-kind ``restarts`` and ``relists``, the actors' mailboxes, the
+  coordinators' round counts, and ``Health.leader``.
+
+Amounts are in Kubernetes units (cores, bytes), as Kueue reports them; a limit that is not
+set is ``+Inf`` (Kueue's cache does the same).  The series of a ClusterQueue that is gone
+are removed, counters included (Kueue's ``ClearClusterQueueMetrics``): a ClusterQueue made
+again starts from zero, which Prometheus reads as a counter reset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["Metrics", "QueueSample"]
+if TYPE_CHECKING:
+    from kueued.kube.port import Recorder
+    from kueued.scheduling.snapshot import ClusterQueueSnapshot
+
+__all__ = ["Metrics", "QueueSample", "DecisionRecorder", "WAIT_BUCKETS", "EVICTED_BY_PREEMPTION"]
+
+WAIT_BUCKETS = (1.0, *(2.5 * 2 ** i for i in range(13)))
+"""Kueue's ``generateExponentialBuckets(14)``: 1 s, then 2.5 s doubling up to about 2.8 hours."""
+
+COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""One status write is milliseconds on a quiet API server and seconds on a throttled one."""
+
+EVICTED_BY_PREEMPTION = "Preempted"
+"""The ``Evicted`` condition's reason on every eviction kueued writes (Kueue's WorkloadEvictedByPreemption)."""
+
+CQ_STATUSES = ("pending", "active", "terminating")
 
 
 class QueueSample:
@@ -33,43 +75,219 @@ class QueueSample:
         self.mailbox = mailbox
 
 
+class _Series:
+    """The label sets this process gave one metric, so that those no longer reported can go."""
+
+    __slots__ = ("metric", "live")
+
+    def __init__(self, metric: Any) -> None:  # a labelled Gauge, Counter or Histogram
+        self.metric = metric
+        self.live: set[tuple[str, ...]] = set()
+
+    def replace(self, values: Mapping[tuple[str, ...], float]) -> None:
+        """A gauge: exactly these series, with these values."""
+        for labels, value in values.items():
+            self.metric.labels(*labels).set(value)
+        for labels in self.live - values.keys():
+            self.metric.remove(*labels)
+        self.live = set(values)
+
+    def child(self, *labels: str) -> Any:
+        self.live.add(labels)
+        return self.metric.labels(*labels)
+
+    def forget(self, keep: Callable[[tuple[str, ...]], bool]) -> None:
+        for labels in [ls for ls in self.live if not keep(ls)]:
+            self.metric.remove(*labels)
+            self.live.discard(labels)
+
+
+def _units(milli: int | None) -> float:
+    return math.inf if milli is None else milli / 1000
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.pending = Gauge("kueued_pending_workloads", "Pending workloads per ClusterQueue",
-                             ["cluster_queue", "status"], registry=r)
-        self.admitted = Gauge("kueued_admitted_active_workloads", "Admitted workloads per ClusterQueue",
-                              ["cluster_queue"], registry=r)
-        self.usage = Gauge("kueued_cluster_queue_resource_usage", "Quota used per ClusterQueue, flavor, resource "
-                           "(Kubernetes units)", ["cluster_queue", "flavor", "resource"], registry=r)
-        self.mailbox = Gauge("kueued_actor_mailbox_depth", "Messages waiting in an actor's mailbox",
-                             ["actor"], registry=r)
-        self.admissions = Counter("kueued_admissions", "Admissions committed to the API",
-                                  ["cluster_queue"], registry=r)
-        self.evictions = Counter("kueued_evictions", "Evictions committed to the API",
-                                 ["cluster_queue", "reason"], registry=r)
-        self.rounds = Counter("kueued_scheduling_rounds", "Scheduling rounds run", registry=r)
+        cq, quota = ["cluster_queue"], ["cohort", "cluster_queue", "flavor", "resource"]
+        # --- Kueue's names ------------------------------------------------------------------------
+        self.pending = _Series(Gauge(
+            "kueue_pending_workloads", "The number of pending workloads, per 'cluster_queue' and 'status' "
+            "(active: in the admission queue; inadmissible: parked until the cluster changes)",
+            ["cluster_queue", "status"], registry=r))
+        self.admitted = _Series(Counter(
+            "kueue_admitted_workloads", "The total number of admitted workloads per 'cluster_queue'", cq, registry=r))
+        self.quota_reserved = _Series(Counter(
+            "kueue_quota_reserved_workloads", "The total number of quota reserved workloads per 'cluster_queue'",
+            cq, registry=r))
+        self.admission_wait = _Series(Histogram(
+            "kueue_admission_wait_time_seconds", "The time between a workload was created until admission, "
+            "per 'cluster_queue'", cq, buckets=WAIT_BUCKETS, registry=r))
+        self.evicted = _Series(Counter(
+            "kueue_evicted_workloads", "The number of evicted workloads per 'cluster_queue' and 'reason' "
+            "(Preempted: to make room for another workload)", ["cluster_queue", "reason"], registry=r))
+        self.preempted = _Series(Counter(
+            "kueue_preempted_workloads", "The number of preempted workloads per 'preempting_cluster_queue' and "
+            "'reason' (InClusterQueue, InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing)",
+            ["preempting_cluster_queue", "reason"], registry=r))
+        self.admitted_active = _Series(Gauge(
+            "kueue_admitted_active_workloads", "The number of admitted Workloads that are active (unsuspended "
+            "and not finished), per 'cluster_queue'", cq, registry=r))
+        self.reserving_active = _Series(Gauge(
+            "kueue_reserving_active_workloads", "The number of Workloads that are reserving quota, "
+            "per 'cluster_queue'", cq, registry=r))
+        self.usage = _Series(Gauge(
+            "kueue_cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage within all "
+            "the flavors", quota, registry=r))
+        self.reservation = _Series(Gauge(
+            "kueue_cluster_queue_resource_reservation", "Reports the cluster_queue's total resource reservation "
+            "within all the flavors", quota, registry=r))
+        self.nominal = _Series(Gauge(
+            "kueue_cluster_queue_nominal_quota", "Reports the cluster_queue's resource nominal quota within all "
+            "the flavors", quota, registry=r))
+        self.borrowing_limit = _Series(Gauge(
+            "kueue_cluster_queue_borrowing_limit", "Reports the cluster_queue's resource borrowing limit within "
+            "all the flavors (+Inf: none)", quota, registry=r))
+        self.lending_limit = _Series(Gauge(
+            "kueue_cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit within all "
+            "the flavors (+Inf: none)", quota, registry=r))
+        self.status = _Series(Gauge(
+            "kueue_cluster_queue_status", "Reports 'cluster_queue' with its 'status' (pending, active or "
+            "terminating); 1 for the current one", ["cluster_queue", "status"], registry=r))
+        # --- kueued's own ----------------------------------------------------------------------------
+        self.commit_duration = Histogram(
+            "kueued_commit_duration_seconds", "Time one admission or eviction took to write through the API port, "
+            "per 'kind' (admit, evict), refused writes included", ["kind"], buckets=COMMIT_BUCKETS, registry=r)
+        self.watch_restarts = Counter(
+            "kueued_watch_restarts", "Watches re-opened for any reason but the server's timeout, per 'kind'",
+            ["kind"], registry=r)
+        self.watch_relists = Counter(
+            "kueued_watch_relists", "Lists after a kind's first one (a resourceVersion too old), per 'kind'",
+            ["kind"], registry=r)
+        self.leader = Gauge("kueued_leader", "1 while this process commits decisions (the leader), else 0",
+                            registry=r)
+        self.mailbox = _Series(Gauge(
+            "kueued_actor_mailbox_depth", "Messages waiting in an actor's mailbox, per 'actor' "
+            "(ClusterQueue/NAME, Cohort/NAME, ElasticQuota/NAME)", ["actor"], registry=r))
+        self.rounds = Counter("kueued_scheduling_rounds", "Scheduling rounds run (both coordinators)", registry=r)
         self._seen: dict[tuple[str, str, str], int] = {}
+        self._watch_seen: dict[tuple[str, str], int] = {}
 
-    def observe_queues(self, samples: Iterable[QueueSample]) -> None:
-        for s in samples:
-            self.pending.labels(s.name, "active").set(s.active)
-            self.pending.labels(s.name, "inadmissible").set(s.inadmissible)
-            self.admitted.labels(s.name).set(s.admitted)
-            self.mailbox.labels(s.name).set(s.mailbox)
-            for (flavor, resource), milli in s.usage.items():
-                self.usage.labels(s.name, flavor, resource).set(milli / 1000)
+    # --- gauges --------------------------------------------------------------------------------------
+    def observe_queues(self, samples: Iterable[QueueSample], tree: Mapping[str, ClusterQueueSnapshot], *,
+                       terminating: Collection[str] = ()) -> None:
+        """Every ClusterQueue of the quota forest (``tree``), with what its actor reported (``samples``);
+        the series of a queue, flavor or resource no longer there are removed."""
+        by_name = {s.name: s for s in samples}
+        pending: dict[tuple[str, ...], float] = {}
+        active: dict[tuple[str, ...], float] = {}
+        status: dict[tuple[str, ...], float] = {}
+        usage: dict[tuple[str, ...], float] = {}
+        nominal: dict[tuple[str, ...], float] = {}
+        borrowing: dict[tuple[str, ...], float] = {}
+        lending: dict[tuple[str, ...], float] = {}
+        for name, cq in tree.items():
+            current = "terminating" if name in terminating else "active" if cq.active else "pending"
+            for s in CQ_STATUSES:
+                status[(name, s)] = 1.0 if s == current else 0.0
+            cohort = cq.spec.cohort_name or ""
+            sample = by_name.get(name)
+            used = sample.usage if sample is not None else {}
+            if sample is not None:
+                pending[(name, "active")] = sample.active
+                pending[(name, "inadmissible")] = sample.inadmissible
+                active[(name,)] = sample.admitted
+            for fr in cq.node.limits.keys() | used.keys():
+                labels = (cohort, name, *fr)
+                usage[labels] = used.get(fr, 0) / 1000
+            for fr, lim in cq.node.limits.items():
+                labels = (cohort, name, *fr)
+                nominal[labels] = _units(lim.nominal)
+                borrowing[labels] = _units(lim.borrowing_limit)
+                lending[labels] = _units(lim.lending_limit)
+        self.pending.replace(pending)
+        self.admitted_active.replace(active)
+        self.reserving_active.replace(active)  # no admission checks: reserving is admitted
+        self.status.replace(status)
+        self.usage.replace(usage)
+        self.reservation.replace(usage)
+        self.nominal.replace(nominal)
+        self.borrowing_limit.replace(borrowing)
+        self.lending_limit.replace(lending)
 
+    def observe_mailboxes(self, depths: Mapping[str, int]) -> None:
+        self.mailbox.replace({(actor,): depth for actor, depth in depths.items()})
+
+    # --- counters --------------------------------------------------------------------------------------
     def observe_commits(self, counts: Mapping[tuple[str, str, str], int]) -> None:
         """Bring the counters up to the port's commit counts (``ApiPort.counts``; any port)."""
-        for key, total in counts.items():
+        for key, total in list(counts.items()):
             delta = total - self._seen.get(key, 0)
             if delta <= 0:
                 continue
-            kind, cluster_queue, reason = key
+            kind, cluster_queue, _reason = key
             if kind == "admit":
-                self.admissions.labels(cluster_queue).inc(delta)
-            else:
-                self.evictions.labels(cluster_queue, reason).inc(delta)
+                self.admitted.child(cluster_queue).inc(delta)
+                self.quota_reserved.child(cluster_queue).inc(delta)
+            elif kind == "evict":
+                self.evicted.child(cluster_queue, EVICTED_BY_PREEMPTION).inc(delta)
             self._seen[key] = total
+
+    def observe_timings(self, timings: Iterable[tuple[str, float]]) -> None:
+        """(kind, seconds) of each commit call since the last time (the port's ``timings``)."""
+        for kind, seconds in timings:
+            self.commit_duration.labels(kind).observe(seconds)
+
+    def observe_watches(self, restarts: Mapping[str, int], relists: Mapping[str, int]) -> None:
+        """Up to the cluster source's per-kind totals; every kind watched has its series, 0 included."""
+        for counter, what, totals in ((self.watch_restarts, "restarts", restarts),
+                                      (self.watch_relists, "relists", relists)):
+            for kind, total in list(totals.items()):
+                seen = self._watch_seen.get((what, kind), 0)
+                counter.labels(kind).inc(max(0, total - seen))
+                self._watch_seen[(what, kind)] = max(total, seen)
+
+    def admission(self, cluster_queue: str, waited: float) -> None:
+        self.admission_wait.child(cluster_queue).observe(max(0.0, waited))
+
+    def preemption(self, preempting_cluster_queue: str, reason: str) -> None:
+        self.preempted.child(preempting_cluster_queue, reason).inc()
+
+    def forget(self, names: Collection[str]) -> None:
+        """Drop the counters' series of every queue not in ``names`` (ClusterQueues and ElasticQuotas
+        that exist); the gauges follow ``observe_queues``."""
+        for series in (self.admitted, self.quota_reserved, self.admission_wait, self.evicted, self.preempted):
+            series.forget(lambda labels: labels[0] in names)
+
+
+class DecisionRecorder:
+    """In front of the coordinator's :class:`~kueued.kube.port.Recorder` (Kubernetes Events on a
+    cluster, ``None`` offline): each committed admission's wait and each committed preemption
+    by the preemptor's ClusterQueue go to ``metrics``, and the call goes on to ``inner``.
+
+    ``cluster_queue_of(manifest)`` is the ClusterQueue a (pending) Workload queues in.
+    """
+
+    def __init__(self, metrics: Metrics, inner: Recorder | None, *,
+                 cluster_queue_of: Callable[[Mapping[str, Any]], str | None]) -> None:
+        self.metrics = metrics
+        self.inner = inner
+        self.cluster_queue_of = cluster_queue_of
+
+    def quota_reserved(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float) -> bool:
+        self.metrics.admission(cluster_queue, waited)
+        return self.inner is not None and self.inner.quota_reserved(workload, cluster_queue=cluster_queue,
+                                                                    waited=waited)
+
+    def admitted(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float = 0.0) -> bool:
+        return self.inner is not None and self.inner.admitted(workload, cluster_queue=cluster_queue, waited=waited)
+
+    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool:
+        cluster_queue = self.cluster_queue_of(preemptor)
+        if cluster_queue is not None:
+            self.metrics.preemption(cluster_queue, reason)
+        return self.inner is not None and self.inner.preempted(victim, preemptor=preemptor, reason=reason)
+
+    def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
+        return self.inner is not None and self.inner.evicted(workload, reason=reason, message=message)

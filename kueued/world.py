@@ -87,6 +87,13 @@ def _same_to_the_scheduler(old: dict[str, Any], new: dict[str, Any]) -> bool:
             and _read_conditions(old_status) == _read_conditions(new_status))
 
 
+def _older(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Whether ``new`` is an older version of the object than ``old`` (etcd revisions; opaque ones never are)."""
+    a = new["metadata"].get("resourceVersion") if isinstance(new.get("metadata"), dict) else None
+    b = old["metadata"].get("resourceVersion") if isinstance(old.get("metadata"), dict) else None
+    return isinstance(a, str) and isinstance(b, str) and a.isdigit() and b.isdigit() and int(a) < int(b)
+
+
 def _without_own_writes(manifest: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in manifest.items() if k != "status"}
     meta = manifest.get("metadata")
@@ -152,6 +159,8 @@ class World:
             return Change.REJECTED, "?"
         key = api.object_key(manifest)
         kind = manifest.get("kind")
+        if key in self.raw and kind == "Workload" and _older(manifest, self.raw[key]):
+            return Change.NONE, key  # the late echo of a write kueued has since written over (eviction phase one)
         if key in self.raw and _same_to_the_scheduler(self.raw[key], manifest):
             self.raw[key] = manifest  # the echo of kueued's own status write: nothing the scheduler reads moved
             return Change.NONE, key

@@ -23,6 +23,10 @@ read Kueue's:
 - **ElasticQuota**: the request/runtime annotations (a merge patch on the object) and the
   ``Accepted`` condition on its status.
 
+Each :meth:`~KubePort.admit` and :meth:`~KubePort.evict` call is timed on ``clock`` (both phases of
+an eviction, refused writes too) into ``timings``, (kind, seconds), which metrics drain
+(``kueued_commit_duration_seconds``); it keeps the latest ``TIMINGS_KEPT`` when nobody does.
+
 Conditions are merged by type into the Workload's current list (a merge patch replaces a
 list whole), with ``lastTransitionTime`` kept when the status does not change.  Every write
 goes through a :class:`StatusClient` (``kueued.kube.client``), whose errors are kueued's own
@@ -48,6 +52,9 @@ from kueued.model.quantity import format_milli
 __all__ = ["KubePort", "StatusClient", "merge_conditions"]
 
 log = structlog.get_logger("kueued.kube")
+
+TIMINGS_KEPT = 10_000
+"""Commit timings kept for metrics to drain (a daemon without metrics keeps only these)."""
 
 WRITES_IN_FLIGHT = 32
 """Pending-condition writes sent at once (the coordinator bounds its commits the same way)."""
@@ -101,6 +108,7 @@ class KubePort:
         self.log: deque[Committed] = deque(maxlen=10_000)  # the latest commits, for debugging
         self.counts: Counter = Counter()    # every commit by (kind, ClusterQueue, reason), for metrics
         self.refused = 0
+        self.timings: deque[tuple[str, float]] = deque(maxlen=TIMINGS_KEPT)  # (kind, seconds) per commit call
         self._pending_written: dict[str, tuple[str, float]] = {}
         self._pending_due: dict[str, str] = {}
         self._evicting: dict[str, str] = {}  # workload -> eviction message: phase two still to write
@@ -108,6 +116,13 @@ class KubePort:
     # --- admission ---------------------------------------------------------------------------
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
                     usage: dict[tuple[str, str], int]) -> bool:
+        started = self.clock()
+        try:
+            return await self._admit(workload, cluster_queue=cluster_queue, flavors=flavors)
+        finally:
+            self.timings.append(("admit", self.clock() - started))
+
+    async def _admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]]) -> bool:
         manifest = self.manifest_of(workload)
         requests = self.requests_of(workload)
         if manifest is None or requests is None:
@@ -134,6 +149,13 @@ class KubePort:
 
     # --- eviction, two phases ------------------------------------------------------------------
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+        started = self.clock()
+        try:
+            return await self._evict(workload, cluster_queue=cluster_queue, reason=reason, message=message)
+        finally:
+            self.timings.append(("evict", self.clock() - started))
+
+    async def _evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
         manifest = self.manifest_of(workload)
         if manifest is None:
             return False

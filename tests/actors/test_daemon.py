@@ -48,10 +48,10 @@ def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
     assert seen[1] == {"ns/b"}
     assert [c.workload for c in port.log if c.kind == "admit"] == ["ns/a", "ns/b"]
     sample = metrics.registry.get_sample_value
-    assert sample("kueued_admissions_total", {"cluster_queue": "cq"}) == 2
-    assert sample("kueued_admitted_active_workloads", {"cluster_queue": "cq"}) == 1
-    assert sample("kueued_cluster_queue_resource_usage",
-                  {"cluster_queue": "cq", "flavor": "default", "resource": "cpu"}) == 2.0
+    assert sample("kueue_admitted_workloads_total", {"cluster_queue": "cq"}) == 2
+    assert sample("kueue_admitted_active_workloads", {"cluster_queue": "cq"}) == 1
+    assert sample("kueue_cluster_queue_resource_usage",
+                  {"cohort": "", "cluster_queue": "cq", "flavor": "default", "resource": "cpu"}) == 2.0
 
 
 def test_daemon_stamps_admissions_with_the_wall_clock(tmp_path: Path) -> None:

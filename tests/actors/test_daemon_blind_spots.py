@@ -102,10 +102,10 @@ def test_pending_workloads_of_a_strict_fifo_queue_are_all_counted(tmp_path: Path
     metrics = Metrics()
     _run(tmp_path, settles=1, metrics=metrics)
     sample = metrics.registry.get_sample_value
-    waiting = sum(sample("kueued_pending_workloads", {"cluster_queue": "cq", "status": s}) for s in
+    waiting = sum(sample("kueue_pending_workloads", {"cluster_queue": "cq", "status": s}) for s in
                   ("active", "inadmissible"))
     assert waiting == 2  # a never fits and b waits behind it
-    assert sample("kueued_admitted_active_workloads", {"cluster_queue": "cq"}) == 0
+    assert sample("kueue_admitted_active_workloads", {"cluster_queue": "cq"}) == 0
 
 
 def test_unreadable_files_are_reported_once_per_change_and_the_rest_is_read(tmp_path: Path) -> None:

@@ -113,6 +113,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     cold = reason is None and not EXTERNAL and not build.is_cached()
     for item in ours:
         item.add_marker(MARKER)
+        # A socket of an HTTP client another test cancelled mid-request can be collected (and
+        # reported, unraisable) during whichever test runs then: known, bounded, and not this
+        # test's fault; every other warning is still an error here.
+        item.add_marker(pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"))
+        item.add_marker(pytest.mark.filterwarnings("ignore:unclosed:ResourceWarning"))
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=f"integration tests skipped: {reason}"))
         elif cold and "cp_binaries" in getattr(item, "fixturenames", ()):

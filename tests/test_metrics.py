@@ -1,0 +1,328 @@
+"""Metrics with Kueue's names, read as Prometheus reads them, and the health endpoints.
+
+The daemon runs offline on a manifest directory (``run_daemon`` with an ``InMemoryPort``); the
+registry is rendered (``generate_latest``) and parsed back with Prometheus' text parser, and
+the values are checked against what happened.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from actors.daemon import run_daemon
+from kueued.health import STALE_AFTER, Health, HealthServer, stale_after
+from kueued.kube.commits import KubePort
+from kueued.kube.port import InMemoryPort
+from kueued.metrics import WAIT_BUCKETS, DecisionRecorder, Metrics
+from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+OWN = {"kueued_commit_duration_seconds", "kueued_watch_restarts", "kueued_watch_relists", "kueued_leader",
+       "kueued_actor_mailbox_depth", "kueued_scheduling_rounds"}
+
+
+def scrape(metrics: Metrics) -> tuple[set[str], Samples]:
+    """(family names, every sample by name and labels), through Prometheus' text format."""
+    text = generate_latest(metrics.registry).decode()
+    families = list(text_string_to_metric_families(text))
+    samples = {(s.name, frozenset(s.labels.items())): s.value for f in families for s in f.samples}
+    return {f.name for f in families}, samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def _write(path: Path, docs: list[dict]) -> None:
+    """Whole or not at all: the daemon polls the directory while the test writes."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump_all(docs))
+    os.replace(tmp, path)
+
+
+def _stamp(seconds_ago: float) -> str:
+    return datetime.fromtimestamp(time.time() - seconds_ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _run(directory: Path, metrics: Metrics, *, settles: int, between: Callable[[int], None] | None = None,
+         health: Health | None = None, port: InMemoryPort | None = None) -> None:
+    """The offline daemon until it settled ``settles`` times; ``between(n)`` runs after the n-th settle."""
+    count = 0
+
+    def settled(coord: Any) -> None:
+        nonlocal count
+        count += 1
+        if between is not None:
+            between(count)
+        if count >= settles:
+            scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(directory, port or InMemoryPort(), interval=0.01, on_settled=settled,
+                             handle_signals=False, metrics=metrics, health=health)
+
+    scope: anyio.CancelScope
+    anyio.run(main)
+    assert count == settles
+
+
+def _cohort_tree(tmp_path: Path) -> None:
+    """cq-a and cq-b lend to each other in cohort co; cq-b reclaims what it lent."""
+    _write(tmp_path / "queues.yaml", [
+        namespace("ns"), flavor("default"),
+        cluster_queue("cq-a", quotas("default", cpu="2"), cohort="co"),
+        cluster_queue("cq-b", quotas("default", cpu=("2", "1", "2")), cohort="co",
+                      preemption={"reclaimWithinCohort": "Any"}),
+        local_queue("lq-a", "ns", "cq-a"), local_queue("lq-b", "ns", "cq-b")])
+
+
+def test_admissions_preemptions_and_quotas_read_as_kueue_names_them(tmp_path: Path) -> None:
+    _cohort_tree(tmp_path)
+    _write(tmp_path / "a.yaml", [workload("a1", "ns", "lq-a", cpu="4")])  # borrows cq-b's 2
+    b1 = workload("b1", "ns", "lq-b", cpu="2")
+    b1["metadata"]["creationTimestamp"] = _stamp(100)
+    metrics = Metrics()
+    port = InMemoryPort()
+
+    def between(n: int) -> None:
+        if n == 1:  # a1 runs on borrowed quota: b1 comes for it
+            _write(tmp_path / "b.yaml", [b1])
+
+    _run(tmp_path, metrics, settles=2, port=port, between=between)
+    assert [(c.kind, c.workload) for c in port.log] == [("admit", "ns/a1"), ("evict", "ns/a1"), ("admit", "ns/b1")]
+    names, s = scrape(metrics)
+    # (``*_created`` is prometheus-client's; ``kueued run`` turns it off, as Kueue's Go client has none)
+    assert {n.removesuffix("_created") for n in names if not n.startswith("kueue_")} == OWN
+    assert value(s, "kueue_admitted_workloads_total", cluster_queue="cq-a") == 1
+    assert value(s, "kueue_admitted_workloads_total", cluster_queue="cq-b") == 1
+    assert value(s, "kueue_quota_reserved_workloads_total", cluster_queue="cq-b") == 1
+    # the victim's queue counts the eviction; the preemptor's queue counts the preemption
+    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq-a", reason="Preempted") == 1
+    assert value(s, "kueue_preempted_workloads_total", preempting_cluster_queue="cq-b",
+                 reason="InCohortReclamation") == 1
+    assert value(s, "kueue_preempted_workloads_total", preempting_cluster_queue="cq-a",
+                 reason="InCohortReclamation") is None
+    # a1 waits again, b1 runs
+    assert sum(value(s, "kueue_pending_workloads", cluster_queue="cq-a", status=st) or 0
+               for st in ("active", "inadmissible")) == 1
+    assert value(s, "kueue_pending_workloads", cluster_queue="cq-b", status="active") == 0
+    for name in ("kueue_admitted_active_workloads", "kueue_reserving_active_workloads"):
+        assert value(s, name, cluster_queue="cq-a") == 0
+        assert value(s, name, cluster_queue="cq-b") == 1
+    fr = {"cohort": "co", "flavor": "default", "resource": "cpu"}
+    for name in ("kueue_cluster_queue_resource_usage", "kueue_cluster_queue_resource_reservation"):
+        assert value(s, name, cluster_queue="cq-a", **fr) == 0
+        assert value(s, name, cluster_queue="cq-b", **fr) == 2
+    assert value(s, "kueue_cluster_queue_nominal_quota", cluster_queue="cq-a", **fr) == 2
+    assert value(s, "kueue_cluster_queue_borrowing_limit", cluster_queue="cq-a", **fr) == math.inf  # none set
+    assert value(s, "kueue_cluster_queue_lending_limit", cluster_queue="cq-a", **fr) == math.inf
+    assert value(s, "kueue_cluster_queue_borrowing_limit", cluster_queue="cq-b", **fr) == 1
+    assert value(s, "kueue_cluster_queue_lending_limit", cluster_queue="cq-b", **fr) == 2
+    assert [value(s, "kueue_cluster_queue_status", cluster_queue="cq-a", status=st)
+            for st in ("pending", "active", "terminating")] == [0, 1, 0]
+    # one admission each; b1 was created 100 s before it was admitted (Kueue's buckets: 80, 160)
+    assert value(s, "kueue_admission_wait_time_seconds_count", cluster_queue="cq-a") == 1
+    assert value(s, "kueue_admission_wait_time_seconds_count", cluster_queue="cq-b") == 1
+    assert value(s, "kueue_admission_wait_time_seconds_bucket", cluster_queue="cq-b", le="80.0") == 0
+    assert value(s, "kueue_admission_wait_time_seconds_bucket", cluster_queue="cq-b", le="160.0") == 1
+    assert 100 <= (value(s, "kueue_admission_wait_time_seconds_sum", cluster_queue="cq-b") or 0) < 160
+    # kueued's own
+    assert value(s, "kueued_leader") == 1
+    assert (value(s, "kueued_scheduling_rounds_total") or 0) >= 2
+    assert value(s, "kueued_actor_mailbox_depth", actor="ClusterQueue/cq-a") == 0
+    assert value(s, "kueued_actor_mailbox_depth", actor="Cohort/co") == 0
+
+
+def test_a_deleted_cluster_queue_leaves_no_series(tmp_path: Path) -> None:
+    _cohort_tree(tmp_path)
+    _write(tmp_path / "x.yaml", [cluster_queue("cq-x", quotas("default", cpu="1")), local_queue("lq-x", "ns", "cq-x"),
+                                 workload("x1", "ns", "lq-x", cpu="1"), workload("x2", "ns", "lq-x", cpu="1")])
+    metrics = Metrics()
+    seen: list[Samples] = []
+
+    def between(n: int) -> None:
+        seen.append(scrape(metrics)[1])
+        if n == 1:
+            (tmp_path / "x.yaml").unlink()
+
+    _run(tmp_path, metrics, settles=2, between=between)
+    assert value(seen[0], "kueue_admitted_workloads_total", cluster_queue="cq-x") == 1
+    assert value(seen[0], "kueue_pending_workloads", cluster_queue="cq-x", status="inadmissible") == 1
+    assert any(dict(labels).get("cluster_queue") == "cq-x" for _, labels in seen[0])
+    _, after = scrape(metrics)
+    assert not [key for key in after if "cq-x" in dict(key[1]).values()]
+    assert value(after, "kueue_cluster_queue_nominal_quota", cohort="co", cluster_queue="cq-a", flavor="default",
+                 resource="cpu") == 2
+
+
+def test_commit_counters_follow_the_ports_totals_and_timings_are_drained() -> None:
+    metrics = Metrics()
+    metrics.observe_commits({("admit", "cq", ""): 2, ("evict", "cq", "InClusterQueue"): 1})
+    metrics.observe_commits({("admit", "cq", ""): 3, ("evict", "cq", "InClusterQueue"): 1})
+    metrics.observe_timings([("admit", 0.004), ("evict", 0.3)])
+    metrics.observe_watches({"Workload": 2, "Node": 0}, {"Workload": 1})
+    metrics.observe_watches({"Workload": 3, "Node": 0}, {"Workload": 1})
+    _, s = scrape(metrics)
+    assert value(s, "kueue_admitted_workloads_total", cluster_queue="cq") == 3
+    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq", reason="Preempted") == 1
+    assert value(s, "kueued_commit_duration_seconds_count", kind="admit") == 1
+    assert value(s, "kueued_commit_duration_seconds_bucket", kind="evict", le="0.25") == 0
+    assert value(s, "kueued_commit_duration_seconds_bucket", kind="evict", le="0.5") == 1
+    assert value(s, "kueued_watch_restarts_total", kind="Workload") == 3
+    assert value(s, "kueued_watch_restarts_total", kind="Node") == 0  # every watched kind has its series
+    assert value(s, "kueued_watch_relists_total", kind="Workload") == 1
+    metrics.forget(set())  # no queue left: their counters go
+    _, s = scrape(metrics)
+    assert value(s, "kueue_admitted_workloads_total", cluster_queue="cq") is None
+    assert value(s, "kueued_watch_restarts_total", kind="Workload") == 3
+
+
+def test_wait_buckets_are_kueues() -> None:
+    assert WAIT_BUCKETS[:4] == (1.0, 2.5, 5.0, 10.0) and len(WAIT_BUCKETS) == 14 and WAIT_BUCKETS[-1] == 10240.0
+
+
+class _Client:
+    """A StatusClient whose every write takes 0.25 s on the port's clock."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock = clock
+
+    async def patch_status(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict:
+        self.clock[0] += 0.25
+        return {"status": body["status"], "metadata": {"resourceVersion": "2"}}
+
+    async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict:
+        return {}
+
+
+def test_the_kube_port_times_each_commit() -> None:
+    now = [0.0]
+    manifest = workload("w", "ns", "lq", cpu="1")
+    port = KubePort(_Client(now), manifest_of=lambda key: manifest,
+                    requests_of=lambda key: [("main", 1, {"cpu": 1000})], clock=lambda: now[0])
+
+    async def main() -> None:
+        assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}}, usage={})
+        assert await port.evict("ns/w", cluster_queue="cq", reason="InClusterQueue", message="m")
+
+    anyio.run(main)
+    assert list(port.timings) == [("admit", 0.25), ("evict", 0.5)]  # an eviction's two writes
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def quota_reserved(self, workload: Any, *, cluster_queue: str, waited: float) -> bool:
+        self.calls.append("quota_reserved")
+        return True
+
+    def admitted(self, workload: Any, *, cluster_queue: str, waited: float = 0.0) -> bool:
+        self.calls.append("admitted")
+        return True
+
+    def preempted(self, victim: Any, *, preemptor: Any, reason: str) -> bool:
+        self.calls.append("preempted")
+        return True
+
+    def evicted(self, workload: Any, *, reason: str, message: str) -> bool:
+        self.calls.append("evicted")
+        return True
+
+
+def test_the_decision_recorder_counts_and_passes_every_call_on() -> None:
+    metrics, events = Metrics(), _Events()
+    recorder = DecisionRecorder(metrics, events, cluster_queue_of=lambda m: m["queue"])
+    assert recorder.quota_reserved({}, cluster_queue="cq", waited=3.0)
+    assert recorder.admitted({}, cluster_queue="cq")
+    assert recorder.preempted({}, preemptor={"queue": "cq-p"}, reason="InClusterQueue")
+    assert recorder.evicted({}, reason="Preempted", message="m")
+    assert events.calls == ["quota_reserved", "admitted", "preempted", "evicted"]
+    _, s = scrape(metrics)
+    assert value(s, "kueue_admission_wait_time_seconds_bucket", cluster_queue="cq", le="5.0") == 1
+    assert value(s, "kueue_preempted_workloads_total", preempting_cluster_queue="cq-p", reason="InClusterQueue") == 1
+    offline = DecisionRecorder(metrics, None, cluster_queue_of=lambda m: None)
+    assert not offline.preempted({}, preemptor={}, reason="InClusterQueue")  # no Events offline, nothing counted
+
+
+# --- health ---------------------------------------------------------------------------------------------
+
+def _get(server: HealthServer, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_healthz_fails_when_the_loop_stops_ticking_and_readyz_follows_the_first_load() -> None:
+    now = [1000.0]
+    health = Health(stale_after=60, clock=lambda: now[0])
+    metrics = Metrics()
+    metrics.leader.set(1)
+    with HealthServer(health, metrics.registry) as server:
+        assert _get(server, "/healthz")[0] == 200  # starting is not wedged
+        assert _get(server, "/readyz")[0] == 503
+        health.tick()
+        health.ready()
+        now[0] += 59
+        assert _get(server, "/healthz")[0] == 200
+        assert _get(server, "/readyz") == (200, "ok: the first load is applied\n")
+        now[0] += 2
+        code, body = _get(server, "/healthz")
+        assert code == 503 and "no scheduling pass has ended for 61s" in body
+        health.tick()
+        assert _get(server, "/healthz")[0] == 200
+        code, body = _get(server, "/metrics")
+        assert code == 200 and "kueued_leader 1.0" in body
+        assert _get(server, "/nothing")[0] == 404
+
+
+def test_a_wedged_daemon_fails_healthz(tmp_path: Path) -> None:
+    """The loop stuck inside a pass (here: in ``on_settled``) ticks no more; the server, in its own
+    thread, says so once the clock has moved past the limit."""
+    _cohort_tree(tmp_path)
+    now = [0.0]
+    health = Health(stale_after=30, clock=lambda: now[0])
+    answers: list[tuple[int, int, bool]] = []
+    with HealthServer(health, Metrics().registry) as server:
+        def between(n: int) -> None:
+            if n == 1:  # the first settle: nothing ticked before it (ticks end a pass)
+                answers.append((_get(server, "/healthz")[0], _get(server, "/readyz")[0], health.leader))
+            elif n == 2:  # a pass later: ticked and ready; now the loop hangs here
+                answers.append((_get(server, "/healthz")[0], _get(server, "/readyz")[0], health.leader))
+                now[0] += 31
+                answers.append((_get(server, "/healthz")[0], _get(server, "/readyz")[0], health.leader))
+
+        def touch(n: int) -> None:
+            between(n)
+            if n == 1:
+                _write(tmp_path / "w.yaml", [workload("w", "ns", "lq-a", cpu="1")])
+
+        _run(tmp_path, Metrics(), settles=2, between=touch, health=health)
+    assert answers == [(200, 503, True), (200, 200, True), (503, 200, True)]
+
+
+@pytest.mark.parametrize(("interval", "limit"), [
+    pytest.param(2.0, STALE_AFTER, id="default-interval"),
+    pytest.param(600.0, 2400.0, id="long-interval"),
+])
+def test_the_healthz_limit_follows_the_interval(interval: float, limit: float) -> None:
+    assert stale_after(interval) == limit
