@@ -158,3 +158,19 @@ def test_deleting_a_namespace_a_priority_class_or_the_configuration_is_seen() ->
     assert "high" not in world.priority_classes
     assert world.delete(config)[0] is Change.TOPOLOGY and not world.settings.fair_sharing
     assert world.delete({"kind": "Namespace", "metadata": "broken"})[0] is Change.NONE
+
+
+def test_a_late_echo_older_than_the_version_held_is_ignored() -> None:
+    """Eviction phase one's echo can arrive after kueued wrote phase two over it: it must not
+    bring the reservation back."""
+    import copy
+    world = World()
+    released = workload("w", "ns", "lq", cpu="1")
+    released["metadata"]["resourceVersion"] = "20"
+    world.apply(released)
+    late = copy.deepcopy(released)
+    late["metadata"]["resourceVersion"] = "19"
+    late["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}]}}
+    assert world.apply(late)[0] is Change.NONE
+    assert not world.workloads["ns/w"].admitted and world.raw["Workload/ns/w"]["metadata"]["resourceVersion"] == "20"
