@@ -96,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--context", help="kubeconfig context (default: its current one)")
     run.add_argument("--insecure-skip-tls-verify", action="store_true",
                      help="do not verify the API server's certificate (logged as a warning)")
+    run.add_argument("--no-job-integration", dest="job_integration", action="store_false",
+                     help="do not manage batch/v1 Jobs labelled kueue.x-k8s.io/queue-name (on by default)")
     run.add_argument("--manifests", type=Path, metavar="DIR",
                      help="offline: follow this directory of YAML manifests instead of an API server")
     run.add_argument("--interval", type=_interval, default=2.0,
@@ -304,13 +306,15 @@ async def _run_offline(args: argparse.Namespace, metrics, health) -> None:
 
 
 async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
-    """Watch the cluster (an initial sync before any decision) and commit through its API."""
+    """Watch the cluster (an initial sync before any decision), commit through its API, and run the
+    batch/v1 Job integration beside the scheduler."""
     import anyio
 
     from actors.daemon import run_daemon
     from kueued.kube.client import connect
     from kueued.kube.commits import KubePort
     from kueued.kube.events import EventRecorder
+    from kueued.kube.jobs import JobController
     from kueued.kube.status_publisher import TreeStatusPublisher
     from kueued.kube.watch import ClusterSource
     from kueued.world import World
@@ -324,11 +328,17 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
 
     port = KubePort(client, manifest_of=lambda key: world.raw.get(f"Workload/{key}"), requests_of=requests_of)
     status = TreeStatusPublisher(client, recorder=EventRecorder(client))
+    jobs = JobController(client) if args.job_integration else None
     async with client, anyio.create_task_group() as tg:
         source = ClusterSource(client, name=str(args.kubeconfig or "cluster"))
         tg.start_soon(source.run)
+        if jobs is not None:  # start_soon: a cluster that grants kueued no Jobs must not hold scheduling back
+            tg.start_soon(jobs.run, name="job controller")
         await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status,
                          health=health)
+        if jobs is not None:
+            with anyio.move_on_after(5):
+                await jobs.drain()  # stop between requests, not in the middle of one
         tg.cancel_scope.cancel()
 
 

@@ -138,6 +138,12 @@ class KubePort:
         conditions = [Condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue "
                                                                           f"{cluster_queue}"),
                       Condition("Admitted", "True", "Admitted", "The workload is admitted")]
+        listed = _dict(manifest.get("status")).get("conditions")
+        if isinstance(listed, list) and any(isinstance(c, dict) and c.get("type") in ("Evicted", "Preempted")
+                                            and c.get("status") == "True" for c in listed):
+            # admitted again after an eviction: Kueue turns those off, or a restart would evict it again
+            conditions += [Condition("Evicted", "False", "QuotaReserved", "Previously: evicted"),
+                           Condition("Preempted", "False", "QuotaReserved", "Previously: preempted")]
         body = self._status_body(manifest, conditions, conditional=True)
         body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
         if not await self._write(workload, body, what="admit"):

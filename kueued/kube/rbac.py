@@ -51,7 +51,7 @@ RULES: tuple[Rule, ...] = (
     # and the Active condition that says why a queue is inactive.
     Rule(KUEUE_GROUP, ("clusterqueues/status", "localqueues/status", "cohorts/status"), _STATUS,
          "queue status writer: counts, usage, fair share and conditions of ClusterQueues, LocalQueues, Cohorts"),
-    # The Job integration (to come): a Workload per Job, kept in step with it, removed with it.
+    # The Job integration (kube/jobs.py): a Workload per Job, kept in step with it, removed with it.
     Rule(KUEUE_GROUP, ("workloads",), ("create", "update", "patch", "delete"),
          "Job integration: creates, updates and deletes the Workload that stands for a Job"),
     # The ElasticQuota watch, then KubePort.annotate_quota: Koordinator's request/runtime
@@ -71,10 +71,22 @@ RULES: tuple[Rule, ...] = (
     # instead of creating another, and events.k8s.io/v1 is the same object under its new API.
     Rule("", ("events",), ("create", "patch"), "KubeClient.create_event: admissions, evictions, refusals"),
     Rule("events.k8s.io", ("events",), ("create", "patch"), "event recorder through events.k8s.io/v1"),
-    # The Job integration (to come): suspend a Job until admitted, then unsuspend it with
-    # the flavor's node selector.
+    # The Job integration (kube/jobs.py): suspend a Job until admitted, then unsuspend it with
+    # the flavors' node selector and tolerations; suspend it again and restore its template on eviction.
     Rule("batch", ("jobs",), ("get", "list", "watch", "update", "patch"),
          "Job integration: watches Jobs, suspends and unsuspends them, injects node selectors"),
+    # A stopped Job's template may change only once status.startTime is cleared (the API server's rule
+    # for a suspended Job's scheduling directives); Kueue clears it the same way.
+    Rule("batch", ("jobs/status",), _STATUS,
+         "Job integration: clears status.startTime of a stopped Job so its pod template can be restored"),
+    # A Workload's ownerReference to its Job sets blockOwnerDeletion, which the
+    # OwnerReferencesPermissionEnforcement admission plugin allows only to who may update the
+    # Job's finalizers (as Kueue's role grants).
+    Rule("batch", ("jobs/finalizers",), ("update",),
+         "Job integration: the Workload's ownerReference with blockOwnerDeletion to its Job"),
+    # A Job's Workload takes the priority of its pods' PriorityClass (or of the global default).
+    Rule("scheduling.k8s.io", ("priorityclasses",), ("get", "list"),
+         "Job integration: the priority of a Job's pod priorityClassName, or the globalDefault class"),
     # Leader election: one active kueued; a Lease in kueued's own namespace only.
     Rule("coordination.k8s.io", ("leases",), ("get", "create", "update"),
          "leader election: read, take and renew kueued's Lease", namespaced=True),

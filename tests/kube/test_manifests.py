@@ -237,6 +237,7 @@ def test_cluster_role_reads_every_kind_and_writes_only_status_annotations_and_wo
         *{("kueue.x-k8s.io", "workloads", v) for v in ("create", "update", "patch", "delete")},
         *{(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")},
         ("batch", "jobs", "update"), ("batch", "jobs", "patch"),
+        ("batch", "jobs/status", "update"), ("batch", "jobs/status", "patch"), ("batch", "jobs/finalizers", "update"),
     }
     assert not any(g[1] == "leases" for g in grants)  # leases only in kueued's namespace
     assert {("", "namespaces", "watch"), ("", "nodes", "list")} <= grants

@@ -1,0 +1,436 @@
+"""What a batch/v1 Job and its Workload should be: the pure half of the Job integration.
+
+:mod:`kueued.kube.jobs` watches and writes; everything it decides is decided here, on plain
+manifests, without I/O, so a test can check each rule by calling a function.  The rules
+are Kueue's (``pkg/controller/jobframework/reconciler.go``, ``pkg/controller/jobs/job``):
+
+- **The Workload** of a Job is named ``job-<name>-<hash>`` (Kueue's
+  ``GetWorkloadNameForOwnerWithGVK``: the first five hex digits of the SHA-1 of
+  ``Job\\nbatch\\n<name>\\n<uid>``), lives in the Job's namespace, is controlled by the Job
+  (ownerReference with ``controller`` and ``blockOwnerDeletion``), carries the label
+  ``kueue.x-k8s.io/job-uid``, takes ``spec.queueName`` from the Job's
+  ``kueue.x-k8s.io/queue-name`` label (v1beta2 reads the label only) and has one pod set,
+  ``main``: the Job's pod template without the labels the Job API manages, ``count`` the
+  pods that run at once (``parallelism``, default 1, or ``completions`` if fewer), no
+  ``minCount``.  Its priority is resolved by the caller (:class:`Priority`).
+- **Starting** merges the assigned flavors' ``nodeLabels`` into the template's
+  ``nodeSelector`` and appends their ``tolerations``, keeps what the template had in the
+  annotation :data:`ORIGINAL_ANNOTATION` and sets ``suspend: false``, in one merge patch
+  conditional on the Job's resourceVersion: the API server lets a Job's scheduling
+  directives change only while the *old* Job is suspended and has no ``status.startTime``
+  (a Job suspended after a run has it cleared first).
+- **Stopping** is three writes, because the same rule forbids touching the template of a
+  running Job: ``suspend: true``; then, if the job controller stamped ``status.startTime``,
+  clearing it (as Kueue's ``Job.Stop`` does); then the template restored from the
+  annotation (or, without one, from the Workload's own copy of the template), the
+  annotation removed.  A suspended Job that still carries the annotation and has nothing to
+  start is a stop not yet finished, so a restart finishes it.
+- Every manifest field is read defensively (:func:`_dict`, :func:`_list`): a malformed
+  object yields a step the API server will refuse, or none, never an exception.
+
+:func:`decide` is the reconciler's step function: given the Job and the Workloads it owns,
+the one next write (a :class:`Step`), or :class:`Done`.  Applied and decided again until
+:class:`Done`, it converges; applied twice it changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import msgspec
+
+__all__ = [
+    "QUEUE_LABEL", "PRIORITY_CLASS_LABEL", "JOB_UID_LABEL", "ORIGINAL_ANNOTATION", "POD_SET", "MANAGED_LABELS",
+    "FAILED_TO_START", "Priority", "FlavorConflict", "Step", "Done", "Wait", "CreateWorkload", "DeleteWorkloads",
+    "UpdatePodSets", "MoveQueue", "Suspend", "ResetStartTime", "Restore", "Start", "Finish",
+    "workload_name", "queue_name", "job_finished", "pod_count", "pod_sets", "build_workload", "equivalent",
+    "condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid", "decide",
+    "start_patch", "suspend_patch", "reset_start_time_patch", "restore_patch", "original_info",
+]
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+ORIGINAL_ANNOTATION = "kueued.io/original-pod-sets-info"
+"""On a started Job: its pod sets' scheduling directives before the flavors' were merged in,
+as Kueue's PodSetInfo (``[{"name": "main", "nodeSelector": {...}, "tolerations": [...]}]``).
+Kueue v1beta1 kept only node selectors (``kueue.x-k8s.io/original-node-selectors``, removed
+in v1beta2, which restores from the Workload's template); kueued keeps both, on the Job."""
+POD_SET = "main"
+MANAGED_LABELS = ("job-name", "controller-uid", "batch.kubernetes.io/job-name", "batch.kubernetes.io/controller-uid")
+"""Template labels the Job API adds and owns (Kueue's ``ManagedLabels``): not copied to the Workload."""
+
+FAILED_TO_START = "FailedToStart"
+_HASH_LENGTH = 5
+_MAX_PREFIX = 253 - 1 - _HASH_LENGTH
+
+
+class Priority(NamedTuple):
+    value: int
+    ref: dict[str, str] | None = None  # spec.priorityClassRef, when a class gave the value
+
+
+class FlavorConflict(ValueError):
+    """A flavor's node label contradicts the template's nodeSelector (Kueue: a permanent start error)."""
+
+
+# ---- steps ------------------------------------------------------------------------------------
+
+class Step(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """One write the reconciler should make next; ``why`` is for the log."""
+
+    why: str = ""
+
+
+class Done(Step, frozen=True, tag=True):
+    """Nothing to write: the Job and its Workload agree."""
+
+
+class Wait(Step, frozen=True, tag=True):
+    """Nothing to write until something else changes (the Job's pods have not stopped yet)."""
+
+
+class CreateWorkload(Step, frozen=True, tag=True):
+    pass
+
+
+class DeleteWorkloads(Step, frozen=True, tag=True):
+    names: tuple[str, ...] = ()
+
+
+class UpdatePodSets(Step, frozen=True, tag=True):
+    workload: str = ""
+
+
+class MoveQueue(Step, frozen=True, tag=True):
+    workload: str = ""
+    queue: str = ""
+
+
+class Suspend(Step, frozen=True, tag=True):
+    pass
+
+
+class ResetStartTime(Step, frozen=True, tag=True):
+    pass
+
+
+class Restore(Step, frozen=True, tag=True):
+    workload: str = ""  # whose template to restore from when the Job has no annotation
+
+
+class Start(Step, frozen=True, tag=True):
+    workload: str = ""
+
+
+class Finish(Step, frozen=True, tag=True):
+    workload: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+# ---- reading manifests --------------------------------------------------------------------------
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return _dict(obj.get("metadata"))
+
+
+def _template_spec(job: dict[str, Any]) -> dict[str, Any]:
+    return _dict(_dict(_dict(job.get("spec")).get("template")).get("spec"))
+
+
+def workload_name(job_name: str, job_uid: str) -> str:
+    """Kueue's ``GetWorkloadNameForOwnerWithGVK`` for batch/v1 Job."""
+    digest = hashlib.sha1(f"Job\nbatch\n{job_name}\n{job_uid}".encode()).hexdigest()
+    return f"{f'job-{job_name}'[:_MAX_PREFIX]}-{digest[:_HASH_LENGTH]}"
+
+
+def queue_name(job: dict[str, Any]) -> str:
+    value = _dict(_meta(job).get("labels")).get(QUEUE_LABEL)
+    return value if isinstance(value, str) else ""
+
+
+def suspended(job: dict[str, Any]) -> bool:
+    return _dict(job.get("spec")).get("suspend") is True
+
+
+def job_finished(job: dict[str, Any]) -> tuple[bool, bool, str]:
+    """(finished, succeeded, message): a ``Complete`` or ``Failed`` condition that is True (Kueue's ``Finished``)."""
+    for cond in _list(_dict(job.get("status")).get("conditions")):
+        cond = _dict(cond)
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return True, cond.get("type") == "Complete", str(cond.get("message") or "")
+    return False, False, ""
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def pod_count(job: dict[str, Any]) -> int:
+    """Pods that run at once: parallelism (default 1), or completions when fewer (Kueue's ``podsCount``)."""
+    spec = _dict(job.get("spec"))
+    count = max(0, _int(spec.get("parallelism"), 1))
+    completions = spec.get("completions")
+    if isinstance(completions, int) and not isinstance(completions, bool) and 0 <= completions < count:
+        count = completions
+    return count
+
+
+def pod_sets(job: dict[str, Any]) -> list[dict[str, Any]]:
+    template = copy.deepcopy(_dict(_dict(job.get("spec")).get("template")))
+    labels = _dict(_dict(template.get("metadata")).get("labels"))
+    for label in MANAGED_LABELS:
+        labels.pop(label, None)
+    return [{"name": POD_SET, "count": pod_count(job), "template": template}]
+
+
+def build_workload(job: dict[str, Any], *, priority: Priority) -> dict[str, Any]:
+    """The Workload that stands for ``job`` (see the module docstring)."""
+    meta = _meta(job)
+    name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
+    spec: dict[str, Any] = {"queueName": queue_name(job), "podSets": pod_sets(job), "priority": priority.value}
+    if priority.ref is not None:
+        spec["priorityClassRef"] = dict(priority.ref)
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {
+            "name": workload_name(name, uid), "namespace": meta.get("namespace", ""),
+            "labels": {JOB_UID_LABEL: uid},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": spec,
+    }
+
+
+def _shape(count: Any, template: dict[str, Any]) -> tuple[Any, ...]:
+    """What a pod set asks of the quota: its count and every container's resources."""
+    spec = _dict(template.get("spec"))
+
+    def containers(field: str) -> list[tuple[Any, Any]]:
+        return [(_dict(c).get("name"), _dict(c).get("resources") or {}) for c in _list(spec.get(field))]
+
+    return (count, containers("containers"), containers("initContainers"), spec.get("resources") or {},
+            spec.get("overhead") or {})
+
+
+def equivalent(job: dict[str, Any], workload: dict[str, Any]) -> bool:
+    """Whether ``workload`` still asks for what ``job`` needs (Kueue's ``equivalentToWorkload``, on resources)."""
+    ours = _list(_dict(workload.get("spec")).get("podSets"))
+    if len(ours) != 1:
+        return False
+    (wanted,) = pod_sets(job)
+    have = _dict(ours[0])
+    return _shape(wanted["count"], wanted["template"]) == _shape(_int(have.get("count"), 1),
+                                                                 _dict(have.get("template")))
+
+
+def condition_true(obj: dict[str, Any], kind: str) -> bool:
+    return any(_dict(c).get("type") == kind and _dict(c).get("status") == "True"
+               for c in _list(_dict(obj.get("status")).get("conditions")))
+
+
+def has_reservation(workload: dict[str, Any]) -> bool:
+    return bool(_dict(workload.get("status")).get("admission")) and condition_true(workload, "QuotaReserved")
+
+
+def is_admitted(workload: dict[str, Any]) -> bool:
+    return bool(_dict(workload.get("status")).get("admission")) and condition_true(workload, "Admitted")
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in map(_dict, _list(_dict(obj.get("status")).get("conditions"))) if c.get("type") == kind),
+                None)
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def is_evicted(workload: dict[str, Any]) -> bool:
+    """``Evicted=True`` and not since reserved again.
+
+    Kueue resets ``Evicted`` to False when it reserves quota again; a writer that does not
+    leaves a stale True beside a fresh reservation, so a reservation made after the eviction
+    (``QuotaReserved`` changed later) wins.  On a tie (the same second) the reservation wins
+    too: an eviction's second phase clears the admission at once, which stops the Job anyway.
+    """
+    evicted = _condition(workload, "Evicted")
+    if evicted is None or evicted.get("status") != "True":
+        return False
+    if not has_reservation(workload):
+        return True
+    reserved = _condition(workload, "QuotaReserved") or {}
+    evicted_at, reserved_at = _time(evicted.get("lastTransitionTime")), _time(reserved.get("lastTransitionTime"))
+    if evicted_at is None or reserved_at is None:
+        return True
+    return evicted_at > reserved_at
+
+
+def owner_uid(workload: dict[str, Any]) -> tuple[str, str] | None:
+    """(Job name, Job uid) of the batch/v1 Job that controls ``workload``, if one does."""
+    for ref in _list(_meta(workload).get("ownerReferences")):
+        ref = _dict(ref)
+        if ref.get("controller") is True and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
+            return str(ref.get("name", "")), str(ref.get("uid", ""))
+    return None
+
+
+# ---- the step function ------------------------------------------------------------------------
+
+def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
+    """The next write for a managed ``job`` whose Workloads (controlled by this Job's uid) are ``workloads``.
+
+    Kueue's ``ReconcileGenericJob`` order: a finished Job finishes its Workload; one Workload
+    per Job; a Workload that no longer matches is updated (pending) or replaced; an eviction
+    or a lost admission stops the Job; an admission starts it; a queue label change moves a
+    pending Workload.
+    """
+    meta = _meta(job)
+    expected = workload_name(str(meta.get("name", "")), str(meta.get("uid", "")))
+    ordered = sorted(workloads, key=lambda w: (_meta(w).get("name") != expected, str(_meta(w).get("name", ""))))
+    match = ordered[0] if ordered else None
+    finished, succeeded, message = job_finished(job)
+    if finished:
+        if match is not None and not condition_true(match, "Finished"):
+            return Finish(workload=_name(match), reason="Succeeded" if succeeded else "Failed", message=message,
+                          why="job finished")
+        return Done(why="job finished")
+    if len(ordered) > 1:
+        return DeleteWorkloads(names=tuple(_name(w) for w in ordered[1:]), why="more than one workload")
+    if match is not None and condition_true(match, "Finished"):
+        return Done(why="workload finished")
+    startable = match is not None and equivalent(job, match) and is_admitted(match) and not is_evicted(match)
+    annotated = ORIGINAL_ANNOTATION in _dict(meta.get("annotations"))
+    running = not suspended(job)
+    if running and not startable:
+        why = ("no workload" if match is None else "workload evicted" if is_evicted(match)
+               else "workload changed" if not equivalent(job, match) else "workload not admitted")
+        return Suspend(why=why)
+    if not running and annotated and not startable:  # a stop to finish: the template still has the flavors'
+        if _dict(job.get("status")).get("startTime"):
+            return ResetStartTime(why="restore the template")
+        return Restore(workload=_name(match) if match is not None else "", why="stopped")
+    if match is None:
+        if _int(_dict(job.get("status")).get("active"), 0) > 0:
+            return Wait(why="pods still active")
+        return CreateWorkload(why="no workload")
+    if not equivalent(job, match):
+        if has_reservation(match):
+            return DeleteWorkloads(names=(_name(match),), why="workload changed while holding quota")
+        return UpdatePodSets(workload=_name(match), why="job changed while pending")
+    if running:
+        return Done(why="running and admitted")
+    if startable:
+        if _dict(job.get("status")).get("startTime"):  # suspended by someone else after a run: same rule
+            return ResetStartTime(why="start with the flavors' scheduling directives")
+        return Start(workload=_name(match), why="admitted")
+    queue = queue_name(job)
+    if _dict(match.get("spec")).get("queueName") != queue and not has_reservation(match):
+        return MoveQueue(workload=_name(match), queue=queue, why="queue label changed")
+    return Done(why="waiting for admission")
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(_meta(obj).get("name", ""))
+
+
+# ---- patches ------------------------------------------------------------------------------------
+
+def _precondition(job: dict[str, Any]) -> dict[str, Any]:
+    rv = _meta(job).get("resourceVersion")
+    return {"resourceVersion": rv} if rv else {}
+
+
+def _map_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any] | None:
+    """A merge patch turning map ``current`` into ``desired`` (None removes the field)."""
+    if not desired:
+        return None
+    return {**dict.fromkeys(k for k in current if k not in desired), **desired}
+
+
+def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The template's own ``nodeSelector`` and ``tolerations``: from the annotation, else the Workload's copy."""
+    raw = _dict(_meta(job).get("annotations")).get(ORIGINAL_ANNOTATION)
+    if isinstance(raw, str):
+        try:
+            infos = json.loads(raw)
+        except ValueError:
+            infos = None
+        for info in _list(infos):
+            info = _dict(info)
+            if info.get("name", POD_SET) == POD_SET:
+                return {"nodeSelector": _dict(info.get("nodeSelector")), "tolerations": _list(info.get("tolerations"))}
+    if workload is not None:
+        for ps in _list(_dict(workload.get("spec")).get("podSets")):
+            if _dict(ps).get("name", POD_SET) == POD_SET:
+                spec = _dict(_dict(_dict(ps).get("template")).get("spec"))
+                return {"nodeSelector": _dict(spec.get("nodeSelector")), "tolerations": _list(spec.get("tolerations"))}
+    return None
+
+
+def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]]) -> dict[str, Any]:
+    """Unsuspend ``job`` with the ``flavors``' (ResourceFlavor manifests) node labels and tolerations.
+
+    The original comes from the annotation if the Job already carries one (a stop not yet
+    finished), so a second start never mistakes injected values for the user's.
+    """
+    spec = _template_spec(job)
+    original = original_info(job) or {"nodeSelector": _dict(spec.get("nodeSelector")),
+                                      "tolerations": _list(spec.get("tolerations"))}
+    selector = dict(original["nodeSelector"])
+    tolerations = list(original["tolerations"])
+    for flavor in flavors:
+        fspec = _dict(flavor.get("spec"))
+        for key, value in _dict(fspec.get("nodeLabels")).items():
+            if selector.get(key, value) != value:
+                raise FlavorConflict(f"flavor {_name(flavor)} needs node label {key}={value}, "
+                                     f"the pod template selects {key}={selector[key]}")
+            selector[key] = value
+        for toleration in _list(fspec.get("tolerations")):
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+    info = [{"name": POD_SET, "nodeSelector": original["nodeSelector"], "tolerations": original["tolerations"]}]
+    return {
+        "metadata": {**_precondition(job),
+                     "annotations": {ORIGINAL_ANNOTATION: json.dumps(info, sort_keys=True, separators=(",", ":"))}},
+        "spec": {"suspend": False, "template": {"spec": {
+            "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), selector),
+            "tolerations": tolerations or None}}},
+    }
+
+
+def suspend_patch(job: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": _precondition(job), "spec": {"suspend": True}}
+
+
+def reset_start_time_patch(job: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": _precondition(job), "status": {"startTime": None}}
+
+
+def restore_patch(job: dict[str, Any], workload: dict[str, Any] | None) -> dict[str, Any]:
+    """Give a stopped ``job`` its template's own scheduling directives back and drop the annotation."""
+    body: dict[str, Any] = {"metadata": {**_precondition(job), "annotations": {ORIGINAL_ANNOTATION: None}}}
+    original = original_info(job, workload)
+    if original is not None:
+        spec = _template_spec(job)
+        body["spec"] = {"template": {"spec": {
+            "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), original["nodeSelector"]),
+            "tolerations": original["tolerations"] or None}}}
+    return body

@@ -1,0 +1,463 @@
+"""The batch/v1 Job integration: a Workload per queued Job, and the Job run only while it is admitted.
+
+kueued schedules Workloads; users submit Jobs.  :class:`JobController` stands between the
+two as Kueue's job framework does (``pkg/controller/jobframework/reconciler.go`` with
+``pkg/controller/jobs/job``), for every Job labelled ``kueue.x-k8s.io/queue-name``:
+
+- a **suspended** Job gets a Workload (:func:`~kueued.kube.job_workload.build_workload`:
+  Kueue's name, owner reference, ``job-uid`` label, queue, one pod set ``main``, priority
+  from the ``kueue.x-k8s.io/priority-class`` WorkloadPriorityClass, else the pods'
+  PriorityClass, else the global default, else 0);
+- **admitted** (``status.admission`` and ``Admitted=True``), the Job is unsuspended with the
+  assigned flavors' node labels and tolerations merged into its pod template (the original
+  kept in an annotation), in one conditional merge patch;
+- **evicted** (``Evicted=True``, or the admission gone while it runs), the Job is suspended
+  and its template restored;
+- **finished** (``Complete`` or ``Failed``), its Workload gets ``Finished=True``, and
+  kueued's World frees the quota;
+- **deleted**, its Workload is deleted: without kube-controller-manager no garbage
+  collector follows the owner reference, and with one this only comes first;
+- the queue label **changed** while the Job waits moves its Workload; once admitted it stays.
+
+Data flow::
+
+    ClusterSource(Job, Workload) ──► caches (Jobs; Workloads a Job controls, by owner) ──► WorkQueue of Job keys
+        ──► workers: decide(job, its workloads) ─► one write ─► cache updated from the reply ─► decide again ...
+
+Each reconcile takes one key (``namespace/name`` of a Job), reads the caches and applies
+:func:`~kueued.kube.job_workload.decide` step by step until it says Done: the decisions are
+pure (:mod:`kueued.kube.job_workload`), this module only reads and writes.  Every write to a
+Job or a Workload carries the resourceVersion it was decided on, so a stale cache costs a 409,
+never a wrong write; a refused write is retried when the object's next event arrives (the
+queue holds each key once, one worker per key) and, as a safety net, after a backoff.  Every
+step is idempotent: after a restart the same state decides the same writes, and a state
+already reached decides none.  A Workload whose Job is gone (or was replaced by one of the
+same name) is deleted after a GET confirms it, so a watch that lags cannot cost a Workload.
+Nothing an object holds crashes the controller: a reconcile that fails is logged
+(``job_reconcile_failed``) and retried with backoff, and the others go on.  A caller that
+stops the controller may first ``await drain()``, so no request is cut off mid-flight.
+
+**The window before the suspend.**  A labelled Job created unsuspended is suspended at once,
+but "at once" is after the API server stored it: the job controller may create pods before
+the suspend lands, and they run (and are then deleted) without quota.  Kueue closes that
+window with a mutating admission webhook that sets ``spec.suspend: true`` while the Job is
+created, so it is never stored running.  Doing the same needs three things kueued does not
+have yet: an HTTPS endpoint in the daemon serving the AdmissionReview API (a TLS serving
+certificate and key, rotated, whose CA the API server trusts), a way for the API server to
+reach it (a Service in front of kueued's pod, or a URL for a daemon outside the cluster),
+and a ``MutatingWebhookConfiguration`` for ``batch/v1 jobs`` CREATE (with ``caBundle``,
+an ``objectSelector`` on the queue-name label, ``failurePolicy``, ``sideEffects: None``).
+Until then users should create queued Jobs suspended, as Kueue's docs advise anyway.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from kueued.kube import job_workload as jw
+from kueued.kube.backoff import Backoff
+from kueued.kube.client import JOB, KINDS, PRIORITY_CLASS, Kind
+from kueued.kube.commits import merge_conditions
+from kueued.kube.errors import ApiConflict, ApiError, ApiForbidden, ApiNotFound
+from kueued.kube.port import Condition
+from kueued.kube.watch import ClusterSource, WatchClient
+from kueued.kube.workqueue import WorkQueue
+
+__all__ = ["JobController", "JobClient", "EventSink", "JobControllerStats"]
+
+log = structlog.get_logger("kueued.kube.jobs")
+
+WORKLOAD = KINDS["Workload"]
+MAX_STEPS = 8
+"""Writes one reconcile may make (a stop is three, then a Workload may be replaced): more is a loop."""
+
+
+class JobClient(WatchClient, Protocol):
+    """What the controller needs of :class:`~kueued.kube.client.KubeClient` (a test gives a fake)."""
+
+    async def get(self, kind: Kind | str, namespace: str | None, name: str) -> dict[str, Any]: ...
+
+    async def create(self, kind: Kind | str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def delete(self, kind: Kind | str, namespace: str | None, name: str) -> None: ...
+
+    async def patch(self, kind: Kind | str, namespace: str | None, name: str,
+                    body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def patch_status(self, kind: Kind | str, namespace: str | None, name: str, body: dict[str, Any], *,
+                           resource_version: str | None = None) -> dict[str, Any]: ...
+
+
+class EventSink(Protocol):
+    """Where Kubernetes Events about Jobs go (:class:`kueued.kube.events.EventRecorder` is one)."""
+
+    def record(self, obj_ref: Mapping[str, Any], type: str, reason: str, message: str) -> bool: ...
+
+
+class JobControllerStats(NamedTuple):
+    jobs: int
+    workloads: int
+    queued: int
+    retrying: int
+    actions: dict[str, int]
+
+
+class _Gone(Exception):
+    """The Job vanished under a write: its deletion event ends the story."""
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = _meta(obj)
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _rv(obj: dict[str, Any]) -> int | None:
+    rv = _meta(obj).get("resourceVersion")
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else None
+
+
+def _newer(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """Whether ``new`` may replace ``old`` in a cache: a write's reply can overtake the watch's older events."""
+    a, b = _rv(new), (_rv(old) if old is not None else None)
+    return a is None or b is None or a >= b
+
+
+class JobController:
+    """Keeps every queued Job and its Workload in step; see the module docstring."""
+
+    def __init__(self, client: JobClient, *, workload_namespace_filter: Callable[[str], bool] | None = None,
+                 events: EventSink | None = None, workers: int = 4, backoff: Backoff | None = None,
+                 watch_timeout: int = 240) -> None:
+        self.client = client
+        self.namespace_filter = workload_namespace_filter
+        self.events = events
+        self.workers = workers
+        self.backoff = backoff or Backoff()
+        self.source = ClusterSource(client, kinds=(JOB, WORKLOAD), watch_timeout=watch_timeout, name="jobs")
+        self.jobs: dict[str, dict[str, Any]] = {}       # "ns/name" -> Job
+        self.workloads: dict[str, dict[str, Any]] = {}  # "ns/name" -> Workload controlled by a Job
+        self._owned: dict[str, set[str]] = {}           # Job key -> keys of the Workloads a Job of that name controls
+        self.queue = WorkQueue()
+        self._attempts: Counter[str] = Counter()
+        self._retrying: set[str] = set()
+        self.counts: Counter[str] = Counter()           # writes by action, for metrics and tests
+
+    async def drain(self) -> None:
+        """Wait until every Job queued so far is reconciled (retries still waiting excepted): call before
+        cancelling :meth:`run` to stop between requests rather than in the middle of one."""
+        await self.queue.join()
+
+    def stats(self) -> JobControllerStats:
+        return JobControllerStats(len(self.jobs), len(self.workloads), len(self.queue), len(self._retrying),
+                                  dict(self.counts))
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Follow Jobs and Workloads until cancelled; ``started()`` once both have listed and workers run."""
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.source.run)
+            for verb, obj in await self.source.initial_sync():
+                self._observe(verb, obj)
+            for key in sorted(set(self.jobs) | set(self._owned)):  # orphans too: their Job went while we were away
+                self.queue.add(key)
+            for i in range(self.workers):
+                tg.start_soon(self._worker, tg, name=f"job worker {i}")
+            log.info("job_controller_started", jobs=len(self.jobs), workloads=len(self.workloads))
+            task_status.started()
+            while batch := await self.source.next_batch():
+                for verb, obj in batch:
+                    if (changed := self._observe(verb, obj)) is not None:
+                        self.queue.add(changed)
+            tg.cancel_scope.cancel()
+
+    async def _worker(self, tg: TaskGroup) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.reconcile(key)
+            except ApiConflict as exc:
+                log.info("job_write_conflict", job=key, detail=exc.message[:200])
+                self._retry(tg, key)
+            except ApiError as exc:
+                log.warning("job_api_refused", job=key, error=type(exc).__name__, detail=str(exc)[:300])
+                self._retry(tg, key)
+            except Exception:  # a bad object must cost its own Job, never the controller
+                log.exception("job_reconcile_failed", job=key)
+                self._retry(tg, key)
+            else:
+                self._attempts.pop(key, None)
+            finally:
+                self.queue.done(key)
+
+    def _retry(self, tg: TaskGroup, key: str) -> None:
+        self._attempts[key] += 1
+        if key in self._retrying:
+            return
+        self._retrying.add(key)
+        tg.start_soon(self._later, key, self.backoff.delay(self._attempts[key] - 1))
+
+    async def _later(self, key: str, delay: float) -> None:
+        await anyio.sleep(delay)
+        self._retrying.discard(key)
+        self.queue.add(key)
+
+    # -- the caches ---------------------------------------------------------------------------
+
+    def _observe(self, verb: str, obj: dict[str, Any]) -> str | None:
+        """Take a watch event (or a write's reply) into the caches; the Job key it concerns."""
+        try:
+            namespace = _meta(obj).get("namespace", "")
+            if self.namespace_filter is not None and not self.namespace_filter(str(namespace)):
+                return None
+            if obj.get("kind") == "Job":
+                key = _key(obj)
+                if verb == "delete":
+                    self.jobs.pop(key, None)
+                elif _newer(obj, self.jobs.get(key)):
+                    self.jobs[key] = obj
+                return key
+            if obj.get("kind") == "Workload":
+                return self._observe_workload(verb, obj)
+        except Exception:  # a malformed object is logged and skipped
+            log.exception("job_object_unreadable", kind=str(obj.get("kind")), object=str(_meta(obj).get("name")))
+        return None
+
+    def _observe_workload(self, verb: str, obj: dict[str, Any]) -> str | None:
+        key = _key(obj)
+        old = self.workloads.get(key)
+        owner = jw.owner_uid(obj)
+        if verb != "delete" and old is not None and not _newer(obj, old):
+            return None
+        previous = jw.owner_uid(old) if old is not None else None
+        namespace = key.split("/", 1)[0]
+        if previous is not None:
+            self._owned.get(f"{namespace}/{previous[0]}", set()).discard(key)
+        if verb == "delete" or owner is None:
+            self.workloads.pop(key, None)
+        else:
+            self.workloads[key] = obj
+            self._owned.setdefault(f"{namespace}/{owner[0]}", set()).add(key)
+        for job in {p for p in (owner, previous) if p is not None}:
+            if not self._owned.get(f"{namespace}/{job[0]}"):
+                self._owned.pop(f"{namespace}/{job[0]}", None)
+        name = (owner or previous or ("", ""))[0]
+        return f"{namespace}/{name}" if name else None
+
+    def _owned_by(self, key: str) -> list[dict[str, Any]]:
+        return [self.workloads[k] for k in sorted(self._owned.get(key, ())) if k in self.workloads]
+
+    # -- one Job --------------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> None:
+        """Bring the Job ``key`` (``namespace/name``) and its Workload in step; idempotent."""
+        namespace, name = key.split("/", 1)
+        if self.namespace_filter is not None and not self.namespace_filter(namespace):
+            return
+        await self._delete_stale(key)
+        for _ in range(MAX_STEPS):
+            job = self.jobs.get(key)
+            if job is None or not jw.queue_name(job):
+                return
+            uid = _meta(job).get("uid")
+            owned = [w for w in self._owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] == uid]
+            step = jw.decide(job, owned)
+            if isinstance(step, jw.Done | jw.Wait):
+                return
+            try:
+                await self._apply(step, job, {str(_meta(w).get("name")): w for w in owned})
+            except _Gone:
+                return
+        log.warning("job_reconcile_unsettled", job=key, steps=MAX_STEPS)
+
+    async def _delete_stale(self, key: str) -> None:
+        """Delete the Workloads of a Job that is gone, or was replaced by a new Job of the same name."""
+        job = self.jobs.get(key)
+        uid = _meta(job).get("uid") if job is not None else None
+        stale = [w for w in self._owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] != uid]
+        if not stale:
+            return
+        namespace, name = key.split("/", 1)
+        try:  # the Job watch may lag the Workload watch: ask before deleting
+            current = await self.client.get(JOB, namespace, name)
+        except ApiNotFound:
+            current = None
+        if current is not None:
+            self._observe("apply", current)
+            uid = _meta(current).get("uid")
+        for wl in stale:
+            if (jw.owner_uid(wl) or ("", ""))[1] != uid:
+                await self._delete_workload(wl, why="job deleted" if current is None else "job replaced")
+
+    async def _apply(self, step: jw.Step, job: dict[str, Any], owned: dict[str, dict[str, Any]]) -> None:
+        namespace, name = _key(job).split("/", 1)
+        log.debug("job_step", job=f"{namespace}/{name}", step=type(step).__name__, why=step.why)
+        match step:
+            case jw.CreateWorkload():
+                await self._create_workload(job)
+            case jw.DeleteWorkloads(names=names):
+                for wl_name in names:
+                    await self._delete_workload(owned[wl_name], why=step.why)
+            case jw.UpdatePodSets(workload=wl_name):
+                wl = owned[wl_name]
+                body = {"metadata": {"resourceVersion": _meta(wl).get("resourceVersion")},
+                        "spec": {"podSets": jw.pod_sets(job)}}
+                await self._write_workload(wl, body, action="workload_updated", why=step.why)
+                self._event(job, "UpdatedWorkload", f"Updated not matching Workload for suspended job: "
+                                                    f"{namespace}/{wl_name}")
+            case jw.MoveQueue(workload=wl_name, queue=queue):
+                wl = owned[wl_name]
+                body = {"metadata": {"resourceVersion": _meta(wl).get("resourceVersion")},
+                        "spec": {"queueName": queue}}
+                await self._write_workload(wl, body, action="workload_queue_changed", why=step.why, queue=queue)
+            case jw.Suspend():
+                await self._write_job(job, jw.suspend_patch(job), action="job_suspended", why=step.why)
+                self._event(job, "Stopped" if step.why != "no workload" else "Suspended",
+                            f"Suspended: {step.why}")
+            case jw.ResetStartTime():
+                await self._write_job(job, jw.reset_start_time_patch(job), action="job_start_time_reset",
+                                      why=step.why, status=True)
+            case jw.Restore(workload=wl_name):
+                await self._write_job(job, jw.restore_patch(job, owned.get(wl_name)), action="job_template_restored",
+                                      why=step.why)
+            case jw.Start(workload=wl_name):
+                await self._start(job, owned[wl_name])
+            case jw.Finish(workload=wl_name, reason=reason, message=message):
+                await self._finish(owned[wl_name], reason, message or f"Job {reason.lower()}")
+                self._event(job, "FinishedWorkload", f"Workload '{namespace}/{wl_name}' is declared finished")
+            case _:
+                raise AssertionError(f"unknown step {step!r}")
+
+    # -- the writes ------------------------------------------------------------------------------
+
+    async def _create_workload(self, job: dict[str, Any]) -> None:
+        body = jw.build_workload(job, priority=await self._priority(job))
+        meta = body["metadata"]
+        try:
+            created = await self.client.create(WORKLOAD, body)
+        except ApiConflict:  # it exists already (its event has not come yet): nothing to do
+            log.info("job_workload_exists", job=_key(job), workload=meta["name"])
+            raise
+        self._observe("apply", created)
+        self.counts["workload_created"] += 1
+        log.info("job_workload_created", job=_key(job), workload=f"{meta['namespace']}/{meta['name']}",
+                 queue=body["spec"]["queueName"], priority=body["spec"]["priority"])
+        self._event(job, "CreatedWorkload", f"Created Workload: {meta['namespace']}/{meta['name']}")
+
+    async def _delete_workload(self, wl: dict[str, Any], *, why: str) -> None:
+        namespace, name = _key(wl).split("/", 1)
+        try:
+            await self.client.delete(WORKLOAD, namespace, name)
+        except ApiNotFound:
+            pass
+        self._observe("delete", wl)
+        self.counts["workload_deleted"] += 1
+        log.info("job_workload_deleted", workload=f"{namespace}/{name}", why=why)
+
+    async def _write_workload(self, wl: dict[str, Any], body: dict[str, Any], *, action: str, why: str,
+                              status: bool = False, **fields: Any) -> None:
+        namespace, name = _key(wl).split("/", 1)
+        write = self.client.patch_status if status else self.client.patch
+        try:
+            updated = await write(WORKLOAD, namespace, name, body)
+        except ApiNotFound:
+            self._observe("delete", wl)
+            return
+        self._observe("apply", updated)
+        self.counts[action] += 1
+        log.info(action, workload=f"{namespace}/{name}", why=why, **fields)
+
+    async def _write_job(self, job: dict[str, Any], body: dict[str, Any], *, action: str, why: str,
+                         status: bool = False, **fields: Any) -> None:
+        namespace, name = _key(job).split("/", 1)
+        write = self.client.patch_status if status else self.client.patch
+        try:
+            updated = await write(JOB, namespace, name, body)
+        except ApiNotFound:
+            raise _Gone from None
+        self._observe("apply", updated)
+        self.counts[action] += 1
+        log.info(action, job=f"{namespace}/{name}", why=why, **fields)
+
+    async def _start(self, job: dict[str, Any], wl: dict[str, Any]) -> None:
+        admission = (wl.get("status") or {}).get("admission") or {}
+        flavors = await self._flavors(admission)
+        try:
+            body = jw.start_patch(job, flavors)
+        except jw.FlavorConflict as exc:  # Kueue: a permanent start error finishes the Workload
+            log.warning("job_start_impossible", job=_key(job), reason=str(exc))
+            await self._finish(wl, jw.FAILED_TO_START, str(exc))
+            self._event(job, "FailedToStart", str(exc), type="Warning")
+            return
+        cluster_queue = str(admission.get("clusterQueue", ""))
+        await self._write_job(job, body, action="job_started", why="admitted", cluster_queue=cluster_queue,
+                              flavors=sorted(_meta(f).get("name", "") for f in flavors))
+        self._event(job, "Started", f"Admitted by clusterQueue {cluster_queue}")
+
+    async def _finish(self, wl: dict[str, Any], reason: str, message: str) -> None:
+        listed = (wl.get("status") or {}).get("conditions")
+        current = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+        conditions = merge_conditions(current, [Condition("Finished", "True", reason, message[:32768])],
+                                      generation=_meta(wl).get("generation"), now=_now())
+        body = {"metadata": {"resourceVersion": _meta(wl).get("resourceVersion")},
+                "status": {"conditions": conditions}}
+        await self._write_workload(wl, body, action="workload_finished", why=reason, status=True)
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    async def _flavors(self, admission: dict[str, Any]) -> list[dict[str, Any]]:
+        """The ResourceFlavors assigned to the pod set ``main``, by name."""
+        names: set[str] = set()
+        for assignment in admission.get("podSetAssignments") or ():
+            if isinstance(assignment, dict) and assignment.get("name", jw.POD_SET) == jw.POD_SET:
+                names.update(str(f) for f in (assignment.get("flavors") or {}).values())
+        return [await self.client.get("ResourceFlavor", None, name) for name in sorted(names)]
+
+    async def _priority(self, job: dict[str, Any]) -> jw.Priority:
+        """Kueue's order: the WorkloadPriorityClass label, the pods' PriorityClass, the global default, 0."""
+        labels = _meta(job).get("labels") or {}
+        if wpc := labels.get(jw.PRIORITY_CLASS_LABEL):
+            obj = await self.client.get("WorkloadPriorityClass", None, wpc)
+            return jw.Priority(_int(obj.get("value")),
+                               {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": wpc})
+        template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if pc := template.get("priorityClassName"):
+            obj = await self.client.get(PRIORITY_CLASS, None, pc)
+            return jw.Priority(_int(obj.get("value")), {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                                        "name": pc})
+        try:
+            classes, _ = await self.client.list(PRIORITY_CLASS)
+        except (ApiForbidden, ApiNotFound) as exc:
+            log.warning("priority_classes_unreadable", error=type(exc).__name__, detail=exc.message[:200])
+            return jw.Priority(0)
+        default = sorted((c for c in classes if c.get("globalDefault") is True),
+                         key=lambda c: str(_meta(c).get("name")))
+        if default:
+            name = str(_meta(default[0]).get("name"))
+            return jw.Priority(_int(default[0].get("value")),
+                               {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": name})
+        return jw.Priority(0)
+
+    def _event(self, job: dict[str, Any], reason: str, message: str, *, type: str = "Normal") -> None:
+        if self.events is not None:
+            self.events.record(job, type, reason, message)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
