@@ -36,7 +36,8 @@ from kubernetes_asyncio.config import ConfigException, load_incluster_config, lo
 
 from kueued.kube.errors import ApiUnavailable, KubeConfigError, from_status, wrapped
 
-__all__ = ["KINDS", "EVENT", "Kind", "KubeClient", "WatchStream", "connect", "manifest_kind"]
+__all__ = ["KINDS", "EVENT", "LEASE", "JOB", "PRIORITY_CLASS", "Kind", "KubeClient", "WatchStream", "connect",
+           "manifest_kind"]
 
 log = structlog.get_logger("kueued.kube")
 
@@ -88,6 +89,15 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
 
 EVENT = Kind("Event", "", "v1", "events", True)
 """Written (``create_event``), never watched."""
+LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+"""Read, created and updated by leader election (``kueued.kube.lease``), in kueued's namespace only."""
+
+# The Job integration's kinds (kueued.kube.jobs): not in KINDS, so the scheduler's ClusterSource never
+# follows them; the Job controller follows Jobs (and Workloads) with its own source.
+JOB = Kind("Job", "batch", "v1", "jobs", True)
+"""Followed, suspended, unsuspended and patched by the Job integration."""
+PRIORITY_CLASS = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+"""Read (get, list) for the priority of a Job's pods, never watched."""
 
 
 def manifest_kind(kind: Kind | str) -> Kind:
