@@ -89,7 +89,8 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                      on_settled: Callable[[Coordinator], None] | None = None,
                      handle_signals: bool = True, metrics: Metrics | None = None,
                      clock: Callable[[], float] = time.monotonic, world: World | None = None,
-                     status: StatusPublisher | None = None, health: Health | None = None) -> None:
+                     status: StatusPublisher | None = None, health: Health | None = None,
+                     elected: bool = False) -> None:
     """Run until cancelled (SIGTERM); ``world`` may be given to share it with the port; ``status``
     writes the queues' status, Accepted conditions and Events (a cluster; None offline); ``health``
     is told of progress, readiness and leadership."""
@@ -112,9 +113,11 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         if metrics is not None:  # each committed admission's wait, each preemption by the preemptor's queue
             coord.recorder = DecisionRecorder(metrics, coord.recorder, cluster_queue_of=partial(_queue_of, world))
         health = health if health is not None else Health()
-        # No leader election yet: this process commits from the start.  The seam: an elector
-        # calls set_leader(True/False) as it wins or loses the lease, and commits wait on it.
-        health.set_leader(True)
+        # Without leader election this process commits from the start; with it (``elected``), the
+        # elector calls health.set_leader as it wins or loses the lease, and the port is fenced
+        # (kueued.kube.fencing): a follower decides every round but its writes are refused.
+        if not elected:
+            health.set_leader(True)
         if handle_signals:
             tg.start_soon(_stop_on_signal, tg.cancel_scope)
         batch = await source.initial()  # nothing is decided before every kind's first list is in

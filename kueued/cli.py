@@ -106,6 +106,21 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=_port, default=0,
                      help="serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) on this port "
                           "(default 0: off)")
+    run.add_argument("--leader-elect", action="store_true",
+                     help="compete for a coordination.k8s.io Lease and commit only while holding it; the others "
+                          "watch and decide but write nothing (default off; the systemd unit turns it on)")
+    run.add_argument("--leader-elect-namespace", default="kueued-system", metavar="NAMESPACE",
+                     help="namespace of the Lease (default kueued-system, where `kueued manifests` grants it)")
+    run.add_argument("--leader-elect-name", default="kueued", metavar="NAME",
+                     help="name of the Lease (default kueued)")
+    run.add_argument("--leader-elect-identity", metavar="ID",
+                     help="this process's holderIdentity (default: the host name and a random suffix)")
+    run.add_argument("--leader-elect-lease-duration", type=_interval, default=15.0, metavar="SECONDS",
+                     help="how long followers wait after the last renewal they saw before taking over (default 15)")
+    run.add_argument("--leader-elect-renew-deadline", type=_interval, default=10.0, metavar="SECONDS",
+                     help="how long the leader keeps trying to renew before it steps down (default 10)")
+    run.add_argument("--leader-elect-retry-period", type=_interval, default=2.0, metavar="SECONDS",
+                     help="between two tries to acquire or renew (default 2)")
     run.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
                      help="address that port listens on (default 127.0.0.1: this host only; 0.0.0.0 or :: for "
                           "a Prometheus or a kubelet elsewhere)")
@@ -278,6 +293,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.manifests is not None and not args.manifests.is_dir():
         fail(f"--manifests {args.manifests} is not a directory")
         return 2
+    if args.leader_elect and args.manifests is None:
+        from kueued.kube.lease import check_timings
+        try:
+            check_timings(lease_duration=args.leader_elect_lease_duration,
+                          renew_deadline=args.leader_elect_renew_deadline,
+                          retry_period=args.leader_elect_retry_period)
+        except ValueError as exc:
+            fail(f"--leader-elect: {exc}")
+            return 2
     disable_created_metrics()  # no *_created series: Kueue's Go client has none, dashboards expect none
     metrics = Metrics()
     health = Health(stale_after=stale_after(args.interval))
@@ -307,14 +331,20 @@ async def _run_offline(args: argparse.Namespace, metrics, health) -> None:
 
 async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
     """Watch the cluster (an initial sync before any decision), commit through its API, and run the
-    batch/v1 Job integration beside the scheduler."""
+    batch/v1 Job integration beside the scheduler.  With --leader-elect every write is fenced."""
+    from functools import partial
+    from typing import Any
+
     import anyio
 
     from actors.daemon import run_daemon
     from kueued.kube.client import connect
     from kueued.kube.commits import KubePort
     from kueued.kube.events import EventRecorder
+    from kueued.kube.fencing import FencedClient, FencedPort, FencedStatus, run_while_leading
     from kueued.kube.jobs import JobController
+    from kueued.kube.lease import KubeLeases, LeaderElector
+    from kueued.kube.port import ApiPort, StatusPublisher
     from kueued.kube.status_publisher import TreeStatusPublisher
     from kueued.kube.watch import ClusterSource
     from kueued.world import World
@@ -326,19 +356,45 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
         wl = world.workloads.get(key)
         return None if wl is None else [(ps.name, ps.count, ps.requests) for ps in wl.pod_sets]
 
-    port = KubePort(client, manifest_of=lambda key: world.raw.get(f"Workload/{key}"), requests_of=requests_of)
-    status = TreeStatusPublisher(client, recorder=EventRecorder(client))
-    jobs = JobController(client) if args.job_integration else None
+    port: ApiPort = KubePort(client, manifest_of=lambda key: world.raw.get(f"Workload/{key}"),
+                             requests_of=requests_of)
+    writes: Any = client  # what the tree's status, the Events and the Job controller write with
+    elector: LeaderElector | None = None
+    if args.leader_elect:
+        # A connection of its own: a renewal never waits behind a round's commits.
+        leases = await connect(args.kubeconfig, context=args.context,
+                               insecure_skip_tls_verify=args.insecure_skip_tls_verify,
+                               request_timeout=args.leader_elect_renew_deadline)
+        elector = LeaderElector(KubeLeases(leases), namespace=args.leader_elect_namespace,
+                                name=args.leader_elect_name, identity=args.leader_elect_identity,
+                                lease_duration=args.leader_elect_lease_duration,
+                                renew_deadline=args.leader_elect_renew_deadline,
+                                retry_period=args.leader_elect_retry_period)
+        elector.on_change(health.set_leader)
+        port = FencedPort(port, elector, hold=args.interval)
+        writes = FencedClient(client, elector)
+    status: StatusPublisher = TreeStatusPublisher(writes, recorder=EventRecorder(writes))
+    if elector is not None:
+        status = FencedStatus(status, elector)  # a follower does not even try (nor log a refusal per object)
+    jobs = JobController(client) if args.job_integration and elector is None else None
     async with client, anyio.create_task_group() as tg:
+        if elector is not None:
+            await tg.start(elector.run)  # its first try is done: leader or follower from the start
         source = ClusterSource(client, name=str(args.kubeconfig or "cluster"))
         tg.start_soon(source.run)
         if jobs is not None:  # start_soon: a cluster that grants kueued no Jobs must not hold scheduling back
             tg.start_soon(jobs.run, name="job controller")
+        elif args.job_integration and elector is not None:  # Kueue's way: only the leader runs controllers
+            tg.start_soon(partial(run_while_leading, elector, lambda: JobController(writes).run(),
+                                  name="job controller"), name="job controller")
         await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status,
-                         health=health)
+                         health=health, elected=elector is not None)
         if jobs is not None:
             with anyio.move_on_after(5):
                 await jobs.drain()  # stop between requests, not in the middle of one
+        if elector is not None:
+            await elector.release()  # nothing commits any more: a follower takes over at its next try
+            await leases.aclose()
         tg.cancel_scope.cancel()
 
 
