@@ -375,7 +375,9 @@ def test_decay_moves_consumed_towards_current_usage_and_folds_penalties() -> Non
     ledger.add_penalty("ns/a", {"cpu": 1.0})
     assert not ledger.advance(0.5, lambda: {})
     assert ledger.advance(10, lambda: {"ns/b": {"cpu": 2.0}})
-    assert ledger.usage("ns/a", 1) == pytest.approx(4.0)  # one half-life: 8 -> 4, penalty folded
+    # one half-life: 8 -> 4, and the entry penalty (1 cpu x alpha(1 s, 10 s)) folded into consumed
+    assert ledger.usage("ns/a", 1) == pytest.approx(4.0 + (1 - 0.5 ** 0.1))
+    assert ledger.penalty == {}
     assert ledger.usage("ns/b", 1) == pytest.approx(1.0)  # 0 -> halfway to 2
 
 
@@ -548,3 +550,20 @@ def test_local_queues_share_a_saturated_cluster_queue_by_weight(weights: list[in
     used = Saturated(objs, [f"lq{i}" for i in range(len(weights))]).run(2 * capacity)
     assert sum(used.values()) == capacity
     assert_proportional(used, weights)
+
+
+def test_a_configuration_with_the_same_admission_fair_sharing_keeps_the_usage_history() -> None:
+    from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
+    from kueued.world import World
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+              "admissionFairSharing": {"usageHalfLifeTime": "10s", "usageSamplingInterval": "1s"}}
+    world = World()
+    world.apply(config)
+    afs = AdmissionFairSharing(world, clock=lambda: 0.0)
+    ledger = afs.ledger
+    assert ledger is not None
+    ledger.add_penalty("ns/a", {"cpu": 4.0})
+    world.apply({**config, "featureGates": {"PrioritySortingWithinCohort": True}})  # AFS settings unchanged
+    assert afs.ledger is ledger and afs.ledger.penalty == {"ns/a": {"cpu": pytest.approx(4 * (1 - 0.5 ** 0.1))}}
+    world.apply({**config, "admissionFairSharing": {"usageHalfLifeTime": "20s", "usageSamplingInterval": "1s"}})
+    assert afs.ledger is not ledger  # a different configuration starts a new ledger

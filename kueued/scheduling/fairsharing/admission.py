@@ -115,11 +115,13 @@ class UsageLedger:
         return True
 
     def sample(self, current: Mapping[str, Usage], *, elapsed: float) -> None:
+        """Decay consumed usage towards what is held now, then fold the entry penalties in (Kueue adds
+        them to the consumed usage at the sample and takes them off the pending penalties)."""
         a = alpha(elapsed, self.half_life)
-        for lq in set(self.consumed) | set(current):
-            old, now_used = self.consumed.get(lq, {}), current.get(lq, {})
-            self.consumed[lq] = {r: old.get(r, 0.0) * (1 - a) + now_used.get(r, 0.0) * a
-                                 for r in set(old) | set(now_used)}
+        for lq in set(self.consumed) | set(current) | set(self.penalty):
+            old, now_used, penalty = self.consumed.get(lq, {}), current.get(lq, {}), self.penalty.get(lq, {})
+            self.consumed[lq] = {r: old.get(r, 0.0) * (1 - a) + now_used.get(r, 0.0) * a + penalty.get(r, 0.0)
+                                 for r in set(old) | set(now_used) | set(penalty)}
         self.penalty.clear()
 
     def weighted(self, lq: str) -> float:
@@ -197,7 +199,7 @@ class AdmissionFairSharing:
         if config is None:
             self._ledger = None
             return None
-        if self._ledger is None or self._ledger.config is not config:
+        if self._ledger is None or self._ledger.config != config:  # by value: re-applying the same one keeps history
             self._ledger = UsageLedger(config, now=self.clock(), seed=seed_from(self.world))
         return self._ledger
 
