@@ -168,6 +168,15 @@ def control_plane(cp_binaries: Binaries | None, tmp_path_factory: pytest.TempPat
                       admin_key=cp.admin.key, cache_dir=cache_dir, control_plane=cp)
 
 
+@pytest.fixture(scope="session")
+def installed(control_plane: Cluster) -> Cluster:
+    """The cluster with ``kueued manifests`` applied (CRDs Established, roles bound to user ``kueued``)."""
+    from kueued.kube.manifests import render
+    control_plane.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=render(user="kueued"))
+    control_plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    return control_plane
+
+
 def _external(kubeconfig: Path, cache_dir: Path) -> Cluster:
     config = yaml.safe_load(kubeconfig.read_text())
     context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])

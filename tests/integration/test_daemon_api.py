@@ -8,9 +8,7 @@ back with ``kubectl``, waiting with ``kubectl wait`` (on the event, never a slee
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,45 +17,9 @@ import pytest
 import yaml
 
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+from tests.integration.daemon import Daemon
 
 pytestmark = pytest.mark.control_plane
-
-
-@pytest.fixture(scope="module")
-def installed(control_plane: Any) -> Any:
-    from kueued.kube.manifests import render
-    control_plane.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", "-",
-                              stdin=render(user="kueued"))
-    control_plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    return control_plane
-
-
-class Daemon:
-    """``kueued run`` as a subprocess, its JSON log lines kept."""
-
-    def __init__(self, cluster: Any, log_path: Path) -> None:
-        self.cluster = cluster
-        self.log_path = log_path
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self) -> Daemon:
-        kubeconfig = self.cluster.user_kubeconfig("kueued")
-        self.out = self.log_path.open("a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kueued.cli", "--log-format", "json", "--log-level", "INFO", "run",
-             "--kubeconfig", str(kubeconfig), "--interval", "0.2"],
-            stderr=self.out, stdout=subprocess.DEVNULL, text=True)
-        return self
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=30)
-        self.out.close()
-        return code
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log_path.read_text().splitlines()]
 
 
 @pytest.fixture

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import queue
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,39 +25,26 @@ import yaml
 
 from kueued.kube import job_workload as jw
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas
+from tests.integration.daemon import Daemon
 
 pytestmark = pytest.mark.control_plane
 
 TEAM_TOLERATION = {"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}
 
 
-@pytest.fixture(scope="module")
-def installed(control_plane: Any) -> Any:
-    from kueued.kube.manifests import render
-    control_plane.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=render(user="kueued"))
-    control_plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    return control_plane
-
-
 @pytest.fixture
 def daemon(installed: Any, tmp_path: Path) -> Iterator[Any]:
     """``kueued run`` as its own process, as user kueued, beside the Job controller below."""
-    path = tmp_path / "kueued.log"
-    log = path.open("a")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kueued.cli", "--log-format", "json", "--log-level", "INFO", "run",
-         "--kubeconfig", str(installed.user_kubeconfig("kueued")), "--interval", "0.2"],
-        stderr=log, stdout=subprocess.DEVNULL)
+    d = Daemon(installed, tmp_path / "kueued.log").start()
     try:
         yield installed
     finally:
-        exited = proc.poll()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        log.close()
+        assert d.proc is not None
+        exited = d.proc.poll()
+        d.stop()
         # shown with a failing test's output: what kueued decided (or why it stopped)
         print(f"kueued run {'exited ' + str(exited) if exited is not None else 'ran'}; its log ends:")
-        print("\n".join(path.read_text().splitlines()[-40:]))
+        print(d.tail())
 
 
 @pytest.fixture

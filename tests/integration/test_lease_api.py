@@ -34,14 +34,6 @@ ROUND_TRIPS = 0.5
 """A read and a write to a local API server on a busy two-core machine: well under this."""
 
 
-@pytest.fixture(scope="module")
-def installed(control_plane: Cluster) -> Cluster:
-    from kueued.kube.manifests import render
-    control_plane.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=render(user="kueued"))
-    control_plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    return control_plane
-
-
 @asynccontextmanager
 async def clients(cluster: Cluster) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
     kubeconfig = cluster.user_kubeconfig("kueued")

@@ -9,11 +9,7 @@ condition, with a deadline).
 
 from __future__ import annotations
 
-import json
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,19 +22,11 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+from tests.integration.daemon import Daemon
 
 pytestmark = pytest.mark.control_plane
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-@pytest.fixture(scope="module")
-def installed(control_plane: Any) -> Any:
-    from kueued.kube.manifests import render
-    control_plane.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", "-",
-                              stdin=render(user="kueued"))
-    control_plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    return control_plane
 
 
 def _free_port() -> int:
@@ -51,20 +39,12 @@ def _free_port() -> int:
 def served(installed: Any, tmp_path: Path) -> Iterator[tuple[Any, int]]:
     """``kueued run`` with ``--metrics-port``; (the cluster, the port)."""
     port = _free_port()
-    log_path = tmp_path / "kueued.log"
-    with log_path.open("a") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kueued.cli", "--log-format", "json", "--log-level", "INFO", "run",
-             "--kubeconfig", str(installed.user_kubeconfig("kueued")), "--interval", "0.2",
-             "--metrics-port", str(port)],
-            stderr=out, stdout=subprocess.DEVNULL, text=True)
-        try:
-            yield installed, port
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
-    for line in log_path.read_text().splitlines():  # the server logs no request lines into the JSON log
-        json.loads(line)
+    d = Daemon(installed, tmp_path / "kueued.log", "--metrics-port", str(port)).start()
+    try:
+        yield installed, port
+    finally:
+        assert d.stop() == 0
+    d.events()  # every line is JSON: the server logs no request lines into the JSON log
 
 
 def _get(port: int, path: str) -> tuple[int, str]:

@@ -8,7 +8,6 @@ session's control plane with the other integration tests.
 
 from __future__ import annotations
 
-import inspect
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,37 +16,16 @@ from typing import Any
 
 import pytest
 
-from kueued import cli
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
-from tests.integration.test_daemon_api import Daemon, _apply, _unstamped, _wait
+from tests.integration.daemon import Daemon
+from tests.integration.test_daemon_api import _apply, _unstamped, _wait
 
-pytestmark = [
-    pytest.mark.control_plane,
-    # One line in kueued.cli._run_cluster hands run_daemon its publisher; until it does, nothing here can pass.
-    pytest.mark.skipif("TreeStatusPublisher" not in inspect.getsource(cli._run_cluster),
-                       reason="kueued.cli._run_cluster does not pass a TreeStatusPublisher to run_daemon yet"),
-]
-
-
-def _coordinator_records_events() -> bool:
-    from actors.coordinator import Coordinator
-    from kueued.engine.wiring import make_preemptor
-    from kueued.kube.port import InMemoryPort
-    from kueued.world import World
-    return hasattr(Coordinator(World(), InMemoryPort(), preemptor=make_preemptor), "recorder")
-
-
-@pytest.fixture(scope="module")
-def cluster(control_plane: Any) -> Any:
-    from kueued.kube.manifests import render
-    control_plane.kubectl_run("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=render(user="kueued"))
-    control_plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    return control_plane
+pytestmark = pytest.mark.control_plane
 
 
 @pytest.fixture
-def daemon(cluster: Any, tmp_path: Path) -> Iterator[Daemon]:
-    d = Daemon(cluster, tmp_path / "kueued.log").start()
+def daemon(installed: Any, tmp_path: Path) -> Iterator[Daemon]:
+    d = Daemon(installed, tmp_path / "kueued.log").start()
     try:
         yield d
     finally:
@@ -158,8 +136,6 @@ def test_a_refused_cluster_queue_says_why_and_a_good_one_beside_it_still_admits(
     _wait(cluster, "jsonpath={.status.conditions[?(@.type=='Active')].status}=True", "clusterqueue/ts-bad")
 
 
-@pytest.mark.skipif(not _coordinator_records_events(),
-                    reason="the coordinator does not record admission Events yet (Coordinator.recorder)")
 def test_an_admitted_workload_has_kueue_s_events(daemon: Daemon) -> None:
     cluster = daemon.cluster
     _apply(cluster, namespace("ts-d"), flavor("ts-flavor"), cluster_queue("ts-events", quotas("ts-flavor", cpu="2")),
