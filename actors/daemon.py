@@ -193,14 +193,11 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
 def _resume_evictions(world: World, port: ApiPort) -> None:
     """A Workload found evicted but still holding its reservation (a restart between the two
     phases of an eviction): its second phase is written with the next round's commits."""
-    resume = getattr(port, "resume_eviction", None)
-    if resume is None:
-        return
     for key, wl in world.workloads.items():
         if wl.admitted:
             evicted = next((c for c in wl.obj.status.conditions if c.type == "Evicted" and c.status == "True"), None)
             if evicted is not None:
-                resume(key, evicted.message)
+                port.resume_eviction(key, evicted.message)
 
 
 async def _observe(metrics: Metrics, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,

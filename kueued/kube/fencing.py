@@ -143,9 +143,7 @@ class FencedPort:
         self.port.forget(workload)
 
     def resume_eviction(self, workload: str, message: str) -> None:
-        resume = getattr(self.port, "resume_eviction", None)
-        if resume is not None:
-            resume(workload, message)
+        self.port.resume_eviction(workload, message)
 
     # --- the gate -----------------------------------------------------------------------------------
     def _gate(self) -> float:

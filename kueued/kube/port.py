@@ -79,6 +79,10 @@ class ApiPort(Protocol):
         """Complete evictions whose second phase (the reservation cleared) is still to write."""
         ...
 
+    def resume_eviction(self, workload: str, message: str) -> None:
+        """A Workload found evicted but still holding its reservation (a restart between the phases)."""
+        ...
+
 
 class NoStatus:
     """What a port that keeps no Workload status does with it: nothing (simulate, timed runs)."""
@@ -94,6 +98,9 @@ class NoStatus:
 
     async def finish_evictions(self) -> list[str]:
         return []
+
+    def resume_eviction(self, workload: str, message: str) -> None:
+        pass
 
 
 class Recorder(Protocol):
