@@ -187,3 +187,32 @@ def test_nothing_is_kept_for_deleted_workloads(tmp_path: Path) -> None:
     scope: anyio.CancelScope
     anyio.run(main)
     assert kept == [(49, 0), (0, 0)]  # 49 reasons while they waited, none once they are gone
+
+
+def test_an_eviction_caught_between_its_two_writes_is_resumed_at_start(tmp_path: Path) -> None:
+    """A restart between eviction phase one (Evicted=True written) and phase two (reservation
+    cleared): the daemon hands the workload back to the port to finish, before the first round."""
+    _tree(tmp_path)
+    victim = workload("v", "ns", "lq", cpu="1")
+    victim["status"] = {
+        "admission": {"clusterQueue": "cq", "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}]},
+        "conditions": [{"type": t, "status": "True", "reason": r, "message": "Preempted to accommodate ns/x",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                       for t, r in (("QuotaReserved", "QuotaReserved"), ("Evicted", "Preempted"))]}
+    _write(tmp_path / "jobs.yaml", [victim, workload("kept", "ns", "lq", cpu="1")])
+    resumed: list[tuple[str, str]] = []
+
+    class Port(InMemoryPort):
+        def resume_eviction(self, workload: str, message: str) -> None:
+            resumed.append((workload, message))
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(tmp_path, Port(), interval=0.01, on_settled=lambda coord: scope.cancel(),
+                             handle_signals=False)
+
+    scope: anyio.CancelScope
+    anyio.run(main)
+    assert resumed == [("ns/v", "Preempted to accommodate ns/x")]
