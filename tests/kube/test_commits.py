@@ -1,0 +1,106 @@
+"""KubePort's writes, read off a fake status client: Kueue's shapes, the resourceVersion the
+decision was made on, the Pending condition's rate limit, conditions merged by type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kueued.kube.commits import KubePort, merge_conditions
+from kueued.kube.errors import ApiConflict
+from kueued.kube.port import Condition
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str, dict[str, Any]]] = []
+        self.conflict = False
+
+    async def patch_status(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict:
+        if self.conflict:
+            raise ApiConflict(409, "Conflict", "the object has been modified")
+        self.writes.append((kind, f"{namespace}/{name}", body))
+        return {"metadata": {"resourceVersion": str(100 + len(self.writes))}, "status": body.get("status")}
+
+    async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict:
+        self.writes.append((kind, f"{namespace}/{name}", body))
+        return body
+
+
+def _port(manifest: dict[str, Any], now: list[float]) -> tuple[KubePort, FakeClient]:
+    client = FakeClient()
+    port = KubePort(client, manifest_of=lambda key: manifest if key == "ns/w" else None,
+                    requests_of=lambda key: [("main", 2, {"cpu": 3000})], pending_interval=10.0,
+                    clock=lambda: now[0])
+    return port, client
+
+
+def _workload(**status: Any) -> dict[str, Any]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns", "resourceVersion": "7", "generation": 1},
+            "status": status}
+
+
+async def test_an_admission_is_kueue_s_shape_with_the_version_decided_on() -> None:
+    port, client = _port(_workload(), [0.0])
+    assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}},
+                            usage={("default", "cpu"): 3000})
+    ((kind, key, body),) = client.writes
+    assert (kind, key, body["metadata"]) == ("Workload", "ns/w", {"resourceVersion": "7"})
+    assert body["status"]["admission"] == {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "main", "count": 2, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "3"}}]}
+    assert {(c["type"], c["status"]) for c in body["status"]["conditions"]} == {("QuotaReserved", "True"),
+                                                                                ("Admitted", "True")}
+    assert port.counts[("admit", "cq", "")] == 1
+
+
+async def test_a_refused_admission_writes_nothing_and_says_so() -> None:
+    port, client = _port(_workload(), [0.0])
+    client.conflict = True
+    assert not await port.admit("ns/w", cluster_queue="cq", flavors={}, usage={})
+    assert port.refused == 1 and not port.counts
+
+
+async def test_admitted_again_after_an_eviction_turns_evicted_and_preempted_off() -> None:
+    evicted = [{"type": "Evicted", "status": "True", "reason": "Preempted", "lastTransitionTime": "t0"},
+               {"type": "Preempted", "status": "True", "reason": "InClusterQueue", "lastTransitionTime": "t0"}]
+    port, client = _port(_workload(conditions=evicted), [0.0])
+    assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}}, usage={})
+    conditions = {c["type"]: c["status"] for c in client.writes[0][2]["status"]["conditions"]}
+    assert conditions == {"Evicted": "False", "Preempted": "False", "QuotaReserved": "True", "Admitted": "True"}
+
+
+async def test_an_eviction_is_written_in_two_phases() -> None:
+    manifest = _workload(admission={"clusterQueue": "cq"})
+    port, client = _port(manifest, [0.0])
+    assert await port.evict("ns/w", cluster_queue="cq", reason="InClusterQueue", message="for ns/x")
+    first, second = (body["status"] for _, _, body in client.writes)
+    assert {c["type"]: c["status"] for c in first["conditions"]} == {"Evicted": "True", "Preempted": "True"}
+    assert "admission" not in first
+    assert second["admission"] is None  # the reservation cleared: the quota is free
+    assert {c["type"]: c["status"] for c in second["conditions"]}["QuotaReserved"] == "False"
+
+
+async def test_the_pending_condition_is_written_on_change_at_most_once_an_interval() -> None:
+    now = [0.0]
+    port, client = _port(_workload(), now)
+    port.pending("ns/w", "insufficient quota: 4 used + 2 requested > 4")
+    assert await port.flush_pending() == 1
+    port.pending("ns/w", "insufficient quota: 4 used + 2 requested > 4")  # unchanged: nothing to write
+    assert await port.flush_pending() == 0
+    port.pending("ns/w", "insufficient quota: 3 used + 2 requested > 4")  # changed, but within the interval
+    assert await port.flush_pending() == 0
+    now[0] = 10.0
+    assert await port.flush_pending() == 1
+    messages = [body["status"]["conditions"][0]["message"] for _, _, body in client.writes]
+    assert messages == ["insufficient quota: 4 used + 2 requested > 4", "insufficient quota: 3 used + 2 requested > 4"]
+
+
+def test_conditions_are_set_by_type_and_keep_their_transition_time_when_unchanged() -> None:
+    current = [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": "t0"},
+               {"type": "Other", "status": "True", "lastTransitionTime": "t0"}]
+    merged = merge_conditions(current, [Condition("QuotaReserved", "False", "Pending", "new words"),
+                                        Condition("Admitted", "True", "Admitted")], generation=3, now="t1")
+    by_type = {c["type"]: c for c in merged}
+    assert by_type["QuotaReserved"]["lastTransitionTime"] == "t0" and by_type["QuotaReserved"]["message"] == "new words"
+    assert by_type["Admitted"]["lastTransitionTime"] == "t1" and by_type["Admitted"]["observedGeneration"] == 3
+    assert by_type["Other"] == current[1]
