@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 DEVCLUSTER := $(BIN)/python -m kueued.devcluster
 
-.PHONY: demo test conformance bench lint clean control-plane dev-cluster dev-cluster-down test-integration
+.PHONY: demo test conformance bench lint clean control-plane dev-cluster dev-cluster-down test-integration e2e-kind
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ dev-cluster-down: $(STAMP)
 
 test-integration: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
+
+# The integration suite and Jobs with real pods on a kind cluster (tests/e2e/kind.sh). Without docker
+# and kind it says so in one line and exits 0, so it does not depend on the venv: the script makes it.
+e2e-kind:
+	@MAKE="$(MAKE)" tests/e2e/kind.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check kueued actors tests bench

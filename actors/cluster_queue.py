@@ -4,7 +4,9 @@ State changes are plain methods on :class:`PendingQueue` and the node balance;
 ``handle`` only matches messages to them.  An :class:`Admit` reserves up the tree and,
 when granted, holds the workload as admitted (the coordinator then commits it through
 the API port, or sends :class:`Revert`).  An :class:`Evict` releases a victim's quota
-and returns it to the heap with its original queue order.
+and returns it to the heap with its original queue order.  A :class:`Reclaim` query is
+answered with the admitted workloads that use one of its FRs (all of them for the
+preemptor's own queue, which also sends the query up the tree).
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ from actors.messages import (
     Denied,
     Enqueue,
     Evict,
-    Fingerprint,
     Finish,
     Forget,
     Granted,
     NodeReport,
     Nominate,
     Nomination,
-    PopHead,
+    Reached,
     Recharge,
+    Reclaim,
     Replace,
     Report,
     Requeue,
@@ -48,12 +50,6 @@ class ClusterQueueActor(NodeActor):
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
         self.active = True
-        self.version = 0  # moves whenever ``admitted`` does (Nominate sends the set only then)
-        # what changed in ``admitted`` since the version last sent (``_sent``): a Nominate
-        # from a coordinator holding that version gets only this, not the whole set
-        self._sent: int | None = None
-        self._added: dict[str, WorkloadInfo] = {}
-        self._removed: set[str] = set()
         self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None] = ([], None)  # last fold-ahead
 
     def sample(self) -> QueueSample:
@@ -65,10 +61,10 @@ class ClusterQueueActor(NodeActor):
         """A value, or a coroutine for the messages that wait on the parent (the runtime
         awaits it): most messages never wait, and a coroutine per message was measurable."""
         match msg:
-            case Nominate(known=known, limit=limit, requeue_parked=requeue_parked, seen=seen):
+            case Nominate(known=known, limit=limit, requeue_parked=requeue_parked):
                 if requeue_parked:
                     self.queue.requeue_inadmissible()
-                report = self._report(seen)
+                report = NodeReport(self.name, dict(self.node.usage))
                 if not self.active:
                     return Nomination(None, report)
                 if known is None or not self.queue.can_look_ahead():
@@ -80,8 +76,6 @@ class ClusterQueueActor(NodeActor):
                 parked, head = self._ahead
                 self._ahead = ([], None)
                 return self.queue.unpark(parked, head, keep)
-            case PopHead():
-                return self.queue.pop_head()
             case Enqueue(workload=wl):
                 self.queue.push(wl)
                 return None
@@ -130,20 +124,37 @@ class ClusterQueueActor(NodeActor):
                 if wl.key not in self.admitted:
                     return False
                 self.admitted[wl.key] = wl  # the same place in the set
-                self.version += 1
-                self._added[wl.key] = wl  # the holder replaces its copy in place (or appends it)
                 return True
             case Report():
-                return self._report(None)
+                return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
             case Recharge():
                 total: dict[tuple[str, str], int] = {}
                 for wl in self.admitted.values():
                     for fr, v in wl.usage.items():
                         total[fr] = total.get(fr, 0) + v
                 return self.reserve("recharge", total, force=True)
-            case Fingerprint():
-                return (self.queue.peek_keys(), tuple(sorted(self.queue.inadmissible)))
+            case Reclaim():
+                return self.reclaim(msg)
         return self.handle_node(msg)
+
+    def reclaim(self, query: Reclaim) -> Reached:
+        """The admitted workloads here a preemptor could take quota back from, by Kueue's
+        rules for where candidates may be: all of the preemptor's own queue's (within
+        ClusterQueue); elsewhere an active queue's, only under fair sharing when it borrows
+        on one of the FRs (a queue within its quota is no fair-sharing target)."""
+        own = query.up and query.preemptor == self.name
+        more: tuple[Any, ...] = ()
+        if own and query.cohort and self.parent is not None:
+            more = (self.parent.post(Reclaim(query.preemptor, query.frs, query.fair, came_from=self.name)),)
+        if not own and (not self.active or (query.fair and not self._borrows(query.frs))):
+            return Reached(searched=(self.name,))
+        frs = query.frs
+        found = tuple(wl for wl in self.admitted.values() if not frs.isdisjoint(wl.usage))
+        return Reached(((self.name, found),), (self.name,), more)
+
+    def _borrows(self, frs: frozenset[tuple[str, str]]) -> bool:
+        usage, nominal = self.node.usage, self.node.subtree
+        return any(usage.get(fr, 0) > nominal.get(fr, 0) for fr in frs)
 
     def _admit(self, msg: Admit) -> Any:
         answer = self.reserve(msg.workload.key, msg.usage)
@@ -161,33 +172,9 @@ class ClusterQueueActor(NodeActor):
             self._hold(wl)
         return answer
 
-    # --- the admitted set and what the coordinator holds of it -----------------------------------
+    # --- the admitted set ------------------------------------------------------------------------
     def _hold(self, wl: WorkloadInfo) -> None:
         self.admitted[wl.key] = wl
-        self.version += 1
-        # new to the holder, or dropped since the last send (then it is in _removed, and the
-        # holder drops its copy before appending this one: the order matches the set's)
-        self._added[wl.key] = wl
 
     def _unhold(self, key: str) -> WorkloadInfo | None:
-        wl = self.admitted.pop(key, None)
-        if wl is not None:
-            self.version += 1
-            self._added.pop(key, None)
-            self._removed.add(key)
-        return wl
-
-    def _report(self, seen: int | None) -> NodeReport:
-        """The balance and, for a holder of version ``seen``, the admitted set: nothing when
-        it is current, the changes when it holds the version last sent, else the whole set."""
-        usage = dict(self.node.usage)
-        if seen is not None and seen == self.version:
-            return NodeReport(self.name, usage, None, self.version)
-        if seen is not None and seen == self._sent:
-            report = NodeReport(self.name, usage, None, self.version, True,
-                                tuple(self._added.values()), tuple(self._removed))
-        else:
-            report = NodeReport(self.name, usage, tuple(self.admitted.values()), self.version)
-        self._sent = self.version
-        self._added, self._removed = {}, set()
-        return report
+        return self.admitted.pop(key, None)

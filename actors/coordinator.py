@@ -1,43 +1,24 @@
-"""The root coordinator: runs Kueue's cycles over the actors and commits decisions.
+"""The root coordinator: owns the topology and the round clock, places workloads, commits decisions.
 
-It owns the topology (rebuilt from the :class:`World` whenever a Cohort,
-ClusterQueue, flavor or the Configuration changes: actors are started or stopped, each
-is told its limits, subtree quota and parent actor, and ClusterQueues re-charge their
-admitted usage up the tree) and the round clock.  A round:
+It owns the topology (rebuilt from the :class:`World` whenever a Cohort, ClusterQueue,
+flavor or the Configuration changes: actors are started or stopped, each is told its
+limits, subtree quota, parent actor and, for a Cohort, its children, and ClusterQueues
+re-charge their admitted usage up the tree), places every workload in the queue it
+routes to (or the queue it is admitted in), and reacts to changes while running (a watch
+event in the daemon, an arrival or a finish on a timeline).  It holds no queue's
+workloads and no balance of its own: each round reads the balances the actors own and
+asks the tree for the candidates a preemptor may take quota from
+(:mod:`actors.rounds`, :mod:`actors.reclaim`).
 
-1. the finishes posted since the last round are collected (their releases ran
-   concurrently, climbing the tree as tells); arrivals since then ride, deferred, on
-   each queue's ``Nominate``, which goes to every ClusterQueue actor at once: it first
-   requeues its parked workloads if its tree was marked, pops its head (if active) and
-   reports its balance, and its admitted set only if that changed; ``Report`` only from
-   the Cohort actors below which something changed.  The cycle-start snapshot is
-   assembled from the balances the actors own (Kueue's snapshot, built from its owners),
-   the Cohorts read a level at a time, deepest first, so every release has landed;
-2. under a clock, each tree's dead rounds are folded (:meth:`Coordinator._fold`,
-   :mod:`kueued.scheduling.verdicts`): queues parked the heads the verdicts answer
-   ahead, and keep as many parks as the whole tree's rounds were dead;
-3. the pure :func:`run_cycle` decides (answering remembered failures from the verdicts);
-4. evictions go first (API port, then ``Evict`` to the victims' ClusterQueue actors,
-   which release the quota up the tree and requeue them; parked workloads of those
-   trees go back before their next pop); then admissions (``Admit`` reserves up the
-   tree; a grant is committed through the port, a failed commit is ``Revert``-ed; a
-   denial requeues); each batch is asked at once and read in order;
-   then every other head is ``Requeue``-d by its queue's rules (deferred, not asked:
-   it rides on the next message to that actor, usually the next round's ``Nominate``,
-   and is handled before it).
-
-A round that admits, evicts and parks nothing leaves every queue as it was, so the
-next would repeat it: that is quiescence.  Everything a round starts is an ask it
-awaits, a tell or deferred tell ahead of the next ask to the same actor, or a release
-climbing ahead of the next level-by-level read, so nothing a reader could miss is in
-flight when it is detected.
+Everything a round starts is an ask it awaits, a tell or deferred tell ahead of the next
+ask to the same actor, or a release climbing ahead of the next level-by-level read, so
+nothing a reader could miss is in flight when quiescence is detected.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
-from functools import partial
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -47,33 +28,26 @@ from anyio.abc import TaskGroup
 from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
 from actors.messages import (
-    Admit,
     Adopt,
     Configure,
-    Denied,
     Enqueue,
-    Evict,
     Finish,
     Forget,
     NodeReport,
-    Nominate,
-    Nomination,
     Recharge,
     Replace,
     Report,
-    Requeue,
     RequeueParked,
-    Revert,
-    Unpark,
 )
 from actors.node import NodeActor
-from kueued.engine.sync import PreemptorFactory
-from kueued.engine.wiring import forest_of, queue_order_hook
+from actors.rounds import FOLD_LIMIT, Rounds
+from kueued.engine.wiring import PreemptorFactory, forest_of, queue_order_hook
 from kueued.kube.port import ApiPort, Recorder
-from kueued.scheduling.cycle import Iterate, classical_order, run_cycle
+from kueued.quota import node as qn
+from kueued.quota.node import QuotaNode
+from kueued.scheduling.cycle import Iterate, classical_order
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
-from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, CohortSnapshot, Snapshot
 from kueued.scheduling.verdicts import Verdicts
 from kueued.scheduling.workload import WorkloadInfo
@@ -81,13 +55,10 @@ from kueued.world import Change, World
 
 __all__ = ["Coordinator", "FOLD_LIMIT"]
 
-FOLD_LIMIT = 256
-"""Heads a ClusterQueue may park ahead in one round when folding dead rounds."""
-
 log = structlog.get_logger("kueued.coordinator")
 
 
-class Coordinator:
+class Coordinator(Rounds):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
                  iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
@@ -108,7 +79,6 @@ class Coordinator:
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
         self._depths: dict[str, int] = {}  # Cohort actor -> depth, for reading children first
-        self._admitted: dict[str, tuple[int, dict[str, WorkloadInfo]]] = {}  # queue -> (version, admitted)
         # Queues that had nothing to pop, with the balance they reported then: not asked again
         # until a message that can change them is sent (every such message is the coordinator's).
         self._idle: dict[str, dict] = {}
@@ -154,13 +124,13 @@ class Coordinator:
         for item in items:
             node = item.node
             parent = self.cohorts[node.parent.name] if node.parent is not None else None
-            await self._actor(item.name, node.is_cohort).ask(Configure(node.limits, node.subtree, parent))
+            children = tuple((c.name, self._actor(c.name, c.is_cohort), _within(c)) for c in node.children)
+            await self._actor(item.name, node.is_cohort).ask(Configure(node.limits, node.subtree, parent, children))
         for actor in self.cluster_queues.values():
             await actor.ask(Recharge())
             actor.tell(RequeueParked())  # a quota or tree change may let parked workloads in
         self.verdicts.forget(self.forest, self.world.settings)
         self._cohort_usage.clear()
-        self._admitted.clear()  # actors may be new: their versions start again
         self._idle.clear()
         await self.route_all()
 
@@ -355,22 +325,11 @@ class Coordinator:
         await self._fill_cohorts(snap)
         return snap
 
-    def _fill(self, snap: Snapshot, rep: NodeReport) -> None:
+    @staticmethod
+    def _fill(snap: Snapshot, rep: NodeReport) -> None:
         cq = snap.cluster_queues[rep.name]
         cq.node.usage = rep.usage
-        if rep.admitted is None:  # the set held since that version, or its changes since
-            held = self._admitted[rep.name][1]
-            if rep.delta:
-                for key in rep.removed:
-                    held.pop(key, None)
-                for wl in rep.added:
-                    held[wl.key] = wl
-                self._admitted[rep.name] = (rep.version, held)
-            cq.workloads = dict(held)  # a copy: cycles mutate theirs
-            return
-        workloads = {wl.key: wl for wl in rep.admitted}
-        self._admitted[rep.name] = (rep.version, workloads)
-        cq.workloads = dict(workloads)
+        cq.workloads = {wl.key: wl for wl in rep.admitted}
 
     def _changed(self, cluster_queue: str | None) -> None:
         """A balance below ``cluster_queue``'s ancestors moved (an admission, eviction, release):
@@ -430,197 +389,6 @@ class Coordinator:
     def now(self) -> float:
         return self.clock() if self.clock is not None else 4_000_000_000.0 + self.rounds
 
-    async def round(self) -> bool:
-        """One cycle; returns whether anything changed."""
-        self.rounds += 1
-        await self._settle_finishes()
-        # every balance and admitted set of the cycle's copy is replaced below (asked, idle,
-        # or a Cohort's cached report): nothing of the last round's cycle survives in it
-        snap = self.forest.cycle_copy(refresh=False)
-        fold = self.clock is not None and self.verdicts.enabled
-        cqs = self.forest.cluster_queues
-        # Every ClusterQueue is asked at once, then the answers are read in order: one
-        # trip through the event loop per round instead of one per ClusterQueue.
-        requeue = self._take_requeues()
-        limits = self._fold_limit
-        held, idle = self._admitted, self._idle
-        for name in requeue:
-            idle.pop(name, None)
-        asked = []
-        for name, actor in self.cluster_queues.items():
-            if name in idle:
-                continue
-            limit = limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT) if fold else 0
-            asked.append((name, actor.post(Nominate(self.verdicts.known(cqs[name]) if limit else None, limit,
-                                                    name in requeue, held[name][0] if name in held else -1))))
-        for name, usage in idle.items():  # nothing to pop and nothing changed since: as it answered then
-            cq = snap.cluster_queues[name]
-            cq.node.usage = dict(usage)
-            cq.workloads = dict(held[name][1])
-        nominations: list[tuple[str, Nomination]] = []
-        for name, reply in asked:
-            nomination: Nomination = await reply.result(self.cluster_queues[name].ask_timeout)
-            self._fill(snap, nomination.report)
-            if nomination.head is None and not nomination.parked:
-                idle[name] = dict(nomination.report.usage)  # before the cycle charges the snapshot's
-            nominations.append((name, nomination))
-        await self._fill_cohorts(snap)
-        heads, parked = await self._fold(nominations) if fold else (
-            [(n.head, name) for name, n in nominations if n.head is not None], False)
-        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
-                           namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
-        changed = parked
-        touched: set[str] = set()
-        evicting = []
-        wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
-                  if target.workload.cluster_queue is not None]
-        committed = await _commit_all(self.port, [partial(
-            self.port.evict, target.workload.key, cluster_queue=cq,
-            reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
-            for target, by, cq in wanted])
-        for (target, by, _), ok in zip(wanted, committed, strict=True):
-            victim = target.workload
-            cq_name = victim.cluster_queue
-            if not ok or cq_name is None:
-                continue
-            self._record_eviction(victim, by.wl, target.reason)
-            self._idle.pop(cq_name, None)
-            evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(victim.key))))
-        # Every release is asked at once and read in order; then every reservation (once the
-        # releases have climbed the victims' trees, so that no borrow request misses one).  The
-        # cycle checked that its admissions fit together once its victims are gone, and a
-        # set of reservations that fits together is granted in any order (each node's
-        # check is an upper bound on usage, and what a node charges its parent sums to the
-        # same whatever the order), so this decides as one ask at a time would.
-        for target, by, cq_name, reply in evicting:
-            victim = target.workload
-            if await reply.result(self.cluster_queues[cq_name].ask_timeout):
-                self._changed(cq_name)
-                self.events.append(("evicted", victim.key, by.wl.key, target.reason))
-                log.info("workload_evicted", workload=victim.key, cluster_queue=cq_name,
-                         preemptor=by.wl.key, reason=target.reason)
-                touched.add(cq_name)
-                changed = True
-        if touched:
-            await self.drain_cohorts({n.name for name in touched
-                                      for n in self.forest.cluster_queues[name].node.ancestors()})
-        admitted = {id(e) for e in result.admitted}
-        now = self.now()
-        reserving = []
-        for e in result.admitted:
-            assert e.assignment is not None
-            flavors = e.assignment.flavors()  # the queue keeps it on the workload, the port is told it
-            reserving.append((e, flavors, self.cluster_queues[e.cq].post(
-                Admit(e.wl, dict(e.assignment.usage), flavors, now))))
-        granted = []
-        for e, flavors, reply in reserving:
-            assert e.assignment is not None
-            answer = await reply.result(self.cluster_queues[e.cq].ask_timeout)
-            self._changed(e.cq)
-            if isinstance(answer, Denied):
-                e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
-                e.message = (f"{answer.node}: {answer.fr[1]} in flavor {answer.fr[0]} would reach "
-                             f"{answer.used} + request, above {answer.allowed}")
-                admitted.discard(id(e))
-                continue
-            granted.append((e, flavors))
-        # the round's commits go out together (bounded), so one round trip does not wait on another
-        admit = self.port.admit
-        committed = await _commit_all(self.port, [
-            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=flavors,
-                    usage=e.assignment.usage)  # type: ignore[union-attr]
-            for e, flavors in granted])
-        for (e, _), ok in zip(granted, committed, strict=True):
-            actor = self.cluster_queues[e.cq]
-            if not ok:
-                await actor.ask(Revert(e.wl.key))
-                self.reasons[e.wl.key] = "the API server refused the admission; retrying"
-                changed = True
-                continue
-            self.reasons.pop(e.wl.key, None)
-            self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed
-            self._record_admission(e.wl, e.cq, now)
-            log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
-            changed = True
-        for e in result.entries:
-            if id(e) in admitted and e.status == "admitted":
-                continue
-            self.reasons[e.wl.key] = e.message
-            actor = self.cluster_queues[e.cq]
-            if actor.queue.parks(e.reason):  # static configuration, safe to read
-                changed = True
-            actor.defer(Requeue(e.wl, e.reason))  # rides on the next message to this queue
-        for name in touched:
-            self._requeue_tree(name)
-        return changed
-
-    def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None:
-        """Kueue's QuotaReserved and Admitted Events, once the admission is committed (fire and forget)."""
-        recorder = self.recorder
-        manifest = self.world.raw.get(f"Workload/{wl.key}") if recorder is not None else None
-        if recorder is not None and manifest is not None:
-            recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - wl.created)
-            recorder.admitted(manifest, cluster_queue=cluster_queue)
-
-    def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None:
-        """Kueue's Preempted and EvictedDueToPreempted Events on a victim whose eviction is committed."""
-        recorder = self.recorder
-        manifest = self.world.raw.get(f"Workload/{victim.key}") if recorder is not None else None
-        if recorder is None or manifest is None:
-            return
-        by = self.world.raw.get(f"Workload/{preemptor.key}")
-        if by is not None:
-            recorder.preempted(manifest, preemptor=by, reason=reason)
-        recorder.evicted(manifest, reason="Preempted", message=f"Preempted to accommodate {preemptor.key} ({reason})")
-
-    async def _fold(self, nominations: list[tuple[str, Nomination]]) -> tuple[list[tuple[WorkloadInfo, str]], bool]:
-        """Fold each tree's dead rounds (:mod:`kueued.scheduling.verdicts`), as the engine does.
-
-        Each queue that could look ahead parked the heads the verdicts answer and popped the
-        first they do not.  A tree's rounds are dead up to the first round in which some queue
-        has a head no verdict answers: the fewest parks among its queues that still have a
-        head; a queue that could not look ahead has a live head at once.  Every queue keeps
-        that many parks (``Unpark`` undoes the rest) and its head is that round's.
-        """
-        dead: dict[str, int] = {}  # tree root -> dead rounds
-        heads_of: dict[str, list[tuple[WorkloadInfo, str]]] = {}  # tree root -> its heads
-        for name, n in nominations:
-            root = self.verdicts.root_of(name) or name
-            live = 0 if not n.looked_ahead else len(n.parked) if n.head is not None else None
-            if live is not None:
-                dead[root] = min(dead.get(root, live), live)
-            if n.head is not None:
-                heads_of.setdefault(root, []).append((n.head, name))
-        # A tree looks ahead next round about as far as its rounds were dead this one: a
-        # queue that parks far past its tree's dead rounds only has to unpark again.  A tree
-        # with a live round does not look ahead at all (on a busy tree every look-ahead was
-        # undone) until a round in which the verdicts answer every one of its heads.
-        cqs = self.forest.cluster_queues
-        for root, rounds in dead.items():
-            if rounds == 0 and not self.verdicts.dead(heads_of.get(root, ()), cqs):
-                rounds = -1
-            self._fold_limit[root] = 0 if rounds < 0 else min(FOLD_LIMIT, 4 * rounds + 8)
-        heads: list[tuple[WorkloadInfo, str]] = []
-        parked_any = False
-        unparking = []
-        for name, n in nominations:
-            root = self.verdicts.root_of(name) or name
-            keep = dead.get(root)
-            if keep is None:
-                self._fold_limit.pop(root, None)  # every queue of the tree ran dry: look far again
-            head = n.head
-            if keep is not None and keep < len(n.parked):
-                unparking.append((len(heads), name, self.cluster_queues[name].post(Unpark(keep))))
-            kept = n.parked if keep is None else n.parked[:keep]
-            for wl, verdict in kept:
-                self.reasons[wl.key] = verdict.message
-                wl.preempting = False
-            parked_any = parked_any or bool(kept)
-            heads.append((head, name))
-        for i, name, reply in unparking:
-            heads[i] = (await reply.result(self.cluster_queues[name].ask_timeout), name)
-        return [(wl, name) for wl, name in heads if wl is not None], parked_any
-
     async def run_to_quiescence(self, *, max_rounds: int = 100_000,
                                 until: Callable[[], bool] | None = None) -> int:
         """Run rounds until one changes nothing; ``until()``, asked after each round, stops it early.
@@ -642,30 +410,10 @@ class Coordinator:
             a.stop()
 
 
-COMMITS_IN_FLIGHT = 32
-"""Commits one round sends to the API at once: enough to hide round trips, few enough not to
-flood the API server's inflight limits."""
-
-
-async def _commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]]) -> list[bool]:
-    """Run the round's commits concurrently, at most COMMITS_IN_FLIGHT at a time; results in order.
-
-    A port that answers without waiting (``instant``, the in-memory one) gains nothing from
-    tasks: its commits run one after another, in exactly the order the round decided them.
-    """
-    if len(calls) <= 1 or getattr(port, "instant", False):
-        return [await call() for call in calls]
-    results = [False] * len(calls)
-    limiter = anyio.CapacityLimiter(COMMITS_IN_FLIGHT)
-
-    async def one(i: int) -> None:
-        async with limiter:
-            results[i] = await calls[i]()
-
-    async with anyio.create_task_group() as tg:
-        for i in range(len(calls)):
-            tg.start_soon(one, i)
-    return results
+def _within(node: QuotaNode) -> dict[tuple[str, str], int]:
+    """The most a child may hold of its parent while still within its own quota, per FR:
+    ``subtree - local_quota`` (what it holds of the parent is ``usage - local_quota``)."""
+    return {fr: q - qn.local_quota(node, fr) for fr, q in node.subtree.items()}
 
 
 def _workload_key(manifest: dict) -> str:

@@ -8,8 +8,16 @@ run rounds to quiescence, for at most ``interval`` seconds at a time: a long bac
 source again, so a deletion or a new object is seen while it is worked through, and
 the rounds resume right after (``rounds_paused`` in the log; ``settled`` at quiescence,
 when ``on_settled`` is called).  Decisions leave through the API port and are logged as
-structlog events.  systemd is told READY once every actor has started, and STOPPING
-when the task group is cancelled (SIGTERM).
+structlog events.
+
+systemd (``kueued.notify``) is told READY once every actor has started and the first load is
+applied, a STATUS line (leader or follower, queues, pending, admitted) after each pass, and
+WATCHDOG from this loop: at the end of every pass, between rounds when half the watchdog period
+has passed, and with idle waits cut to that half, so a wedged loop stops pinging and is killed.
+SIGTERM or SIGINT (``_Stop``) stops taking work: an idle wait is cut short, a stretch of rounds
+ends after the round in flight (its commits answered, committed or reverted), the pass's
+evictions and status writes go out, and the loop ends (STOPPING); what is still running
+``STOP_GRACE`` seconds after the signal is cancelled.
 
 Two coordinators share the World and the port: Kueue's (ClusterQueues, Cohorts) and
 the ElasticQuota one (``actors.elastic``).  Every object goes through Kueue's
@@ -36,11 +44,10 @@ the leader's on every pass.
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -52,11 +59,13 @@ from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
 from actors.messages import Sample
 from actors.reasons import ReasonLog
+from kueued.config import Live
 from kueued.engine.wiring import make_iterate, make_preemptor
-from kueued.health import Health
+from kueued.health import Health, stale_after
 from kueued.kube.port import ApiPort, StatusPublisher
 from kueued.metrics import DecisionRecorder, Metrics
 from kueued.model.api import object_key
+from kueued.notify import Notifier, sd_notify
 from kueued.scheduling.elastic import prepare
 from kueued.sources import ManifestDirectory, Source
 from kueued.world import Change, World
@@ -71,18 +80,8 @@ EVENTS_KEPT = 10_000
 
 _ELASTIC_KINDS = frozenset({"ElasticQuota", "Node", "Workload", "Configuration"})
 
-
-def sd_notify(state: str) -> bool:
-    """Tell systemd (Type=notify) about our state; a no-op outside systemd."""
-    addr = os.environ.get("NOTIFY_SOCKET")
-    if not addr:
-        return False
-    if addr.startswith("@"):
-        addr = "\0" + addr[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-        s.connect(addr)
-        s.sendall(state.encode())
-    return True
+STOP_GRACE = 10.0
+"""Seconds a stop waits for the pass in flight before cancelling it (the unit's TimeoutStopSec is longer)."""
 
 
 async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 2.0,
@@ -90,10 +89,11 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                      handle_signals: bool = True, metrics: Metrics | None = None,
                      clock: Callable[[], float] = time.monotonic, world: World | None = None,
                      status: StatusPublisher | None = None, health: Health | None = None,
-                     elected: bool = False) -> None:
-    """Run until cancelled (SIGTERM); ``world`` may be given to share it with the port; ``status``
-    writes the queues' status, Accepted conditions and Events (a cluster; None offline); ``health``
-    is told of progress, readiness and leadership."""
+                     elected: bool = False, notifier: Notifier | None = None, config: Live | None = None) -> None:
+    """Run until SIGTERM (``handle_signals``) or cancelled; ``world`` may be given to share it with the
+    port; ``status`` writes the queues' status, Accepted conditions and Events (a cluster; None offline);
+    ``health`` is told of progress, readiness and leadership; ``notifier`` (default: from the
+    environment) tells systemd; ``config`` (``kueued run --config``) is reloaded on SIGHUP."""
     if isinstance(source, Path):
         source = ManifestDirectory(source)
     world = world if world is not None else World()
@@ -118,15 +118,24 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         # (kueued.kube.fencing): a follower decides every round but its writes are refused.
         if not elected:
             health.set_leader(True)
+        notifier = notifier if notifier is not None else Notifier()
+        stop = _Stop()
         if handle_signals:
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
-        batch = await source.initial()  # nothing is decided before every kind's first list is in
+            tg.start_soon(_stop_on_signal, stop, tg.cancel_scope)
+            tg.start_soon(_reload_on_signal, config, health)
+        batch: list[tuple[str, dict]] = []
+        with stop.interruptible():
+            batch = await source.initial()  # nothing is decided before every kind's first list is in
         ready = False
         unsettled = False  # the last rounds stopped at the interval, before quiescence
         reasons = ReasonLog()
         try:
-            while True:
+            while not stop.requested:
                 changed, elastic_changed = await _apply(batch, coord, elastic, port, tg, status)
+                if config is not None:  # the file's interval and scheduling settings (SIGHUP changes them)
+                    interval = config.interval
+                    if await _apply_config(config, coord, tg):
+                        changed, elastic_changed = changed + 1, True
                 _log_problems(source)
                 if not ready:  # READY once every actor runs and the first load is applied
                     _resume_evictions(world, port)
@@ -135,7 +144,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     if elastic_changed:
                         await elastic.sync_world(world)
                     pause_at = clock() + interval
-                    rounds = await coord.run_to_quiescence(until=partial(_past, clock, pause_at))
+                    rounds = await coord.run_to_quiescence(until=partial(_pause, clock, pause_at, stop, notifier))
                     unsettled = not coord.quiescent
                     elastic_rounds = await elastic.run_to_quiescence()
                     await elastic.publish()
@@ -150,21 +159,30 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                         on_settled(coord)
                 if status is not None:  # every pass, idle ones too: a write held back for its interval goes out
                     await status.publish(coord)
+                line = _status_line(world, health) if notifier.enabled else None
                 if not ready:
                     ready = True
                     health.ready()
-                    sd_notify("READY=1")
+                    notifier.ready(line)
                     log.info("daemon_ready", source=source.name, objects=len(world.raw))
+                elif line is not None:
+                    notifier.status(line)
                 due = elastic.deadline()
                 pause = interval if due is None else min(interval, max(0.0, due - clock()))
                 if metrics is not None:
                     _observe_pass(metrics, source, health)
                 health.tick()  # a pass done: the loop is not wedged
-                batch = await source.changes(0 if unsettled else pause)
+                notifier.watchdog()
+                wait = 0 if unsettled else min(pause, notifier.ping_every or pause)
+                batch = []
+                with stop.interruptible():
+                    batch = await source.changes(wait)
         finally:
-            sd_notify("STOPPING=1")
+            notifier.stopping()
+            notifier.close()
             coord.stop()
             elastic.stop()
+        tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
 
 
 async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
@@ -233,8 +251,19 @@ def _queue_of(world: World, manifest: Mapping[str, Any]) -> str | None:
     return None if wl is None else world.route(wl)[0]
 
 
-def _past(clock: Callable[[], float], at: float) -> bool:
-    return clock() >= at
+def _pause(clock: Callable[[], float], at: float, stop: _Stop, notifier: Notifier) -> bool:
+    """Asked after each round: ping the watchdog if due (a long stretch is not a wedge), and end
+    the stretch at ``at`` or once a stop is asked."""
+    if notifier.watchdog_due():
+        notifier.watchdog()
+    return stop.requested or clock() >= at
+
+
+def _status_line(world: World, health: Health) -> str:
+    """systemd's STATUS: who commits, and how much is waiting and admitted."""
+    admitted = sum(1 for wl in world.workloads.values() if wl.admitted)
+    return (f"{'leader' if health.leader else 'follower'}: {len(world.cluster_queues)} cluster queues, "
+            f"{len(world.workloads) - admitted} pending, {admitted} admitted")
 
 
 def _log_problems(source: Source) -> None:
@@ -246,9 +275,66 @@ def _log_problems(source: Source) -> None:
         log.info("manifest_readable", file=where)
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+class _Stop:
+    """A stop asked for: the loop checks :attr:`requested` between steps; a wait inside
+    :meth:`interruptible` (reading the source) is cut short at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._waiting: anyio.CancelScope | None = None
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        with anyio.CancelScope() as scope:
+            if self.requested:
+                scope.cancel()
+            self._waiting = scope
+            try:
+                yield
+            finally:
+                self._waiting = None
+
+    def request(self) -> None:
+        self.requested = True
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+
+async def _stop_on_signal(stop: _Stop, scope: anyio.CancelScope) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            log.info("daemon_stopping", signal=signal.Signals(signum).name)
-            scope.cancel()
-            return
+            log.info("daemon_stopping", signal=signal.Signals(signum).name, grace=STOP_GRACE)
+            stop.request()
+            break
+    await anyio.sleep(STOP_GRACE)  # the loop ends the pass in flight and cancels this task; if not:
+    log.warning("daemon_stop_forced", grace=STOP_GRACE)
+    scope.cancel()
+
+
+async def _apply_config(config: Live, coord: Coordinator, tg: anyio.abc.TaskGroup) -> bool:
+    """The config file's scheduling sections, through the World's door as the Configuration they stand
+    for, when they changed; a Configuration among the objects wins as a whole (it is left alone)."""
+    current = coord.world.raw.get("Configuration")
+    if current is not None and current is not config.applied:
+        return False
+    wanted = config.configuration()
+    if wanted == current:
+        return False
+    config.applied = wanted
+    if wanted is None:
+        await coord.delete(current or {"kind": "Configuration"}, tg)  # back to Kueue's defaults
+    else:
+        await coord.apply(wanted, tg)
+    return True
+
+
+async def _reload_on_signal(config: Live | None, health: Health) -> None:
+    """SIGHUP: read the config file again (``kueued.config.Live.reload`` logs what changed); the next
+    pass applies the interval and the scheduling settings.  Without a file there is nothing to read."""
+    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            if config is None:
+                log.warning("config_reload_skipped", reason="no --config file")
+                continue
+            config.reload()
+            health.stale_after = max(health.stale_after, stale_after(config.interval))

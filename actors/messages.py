@@ -4,10 +4,13 @@ Frozen, tagged msgspec Structs, dispatched with ``match``.  Amounts are per
 (flavor, resource) in exact milli-units.  Workloads travel by reference (the
 scheduler's ``WorkloadInfo``), never copied.
 
-Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Release.
+Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Release; each
+               names the child it comes from, so a Cohort knows what each child holds of it.
+Up and down:   Reclaim (a preemptor's candidate query: up from its ClusterQueue, and down
+               into every subtree that can hold candidates), answered by Reached.
 Down the tree: Evict (a reclaim: release a victim and requeue it).
-Coordinator -> ClusterQueue: Nominate (a round's head and balance), PopHead, Enqueue, Forget,
-Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Replace, Report.
+Coordinator -> ClusterQueue: Nominate (a round's head and balance), Enqueue, Forget,
+Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Replace, Report, Reclaim.
 Coordinator -> any node: Report, Configure, Recharge.
 """
 
@@ -25,15 +28,49 @@ class Msg(msgspec.Struct, frozen=True, tag=True):
 
 
 class Reserve(Msg, frozen=True):
-    """Reserve ``amounts`` at this node and, for what exceeds its free local quota, above."""
+    """Reserve ``amounts`` at this node and, for what exceeds its free local quota, above;
+    ``child`` is the node it comes from ("" from the coordinator)."""
 
     workload: str
     amounts: FRAmounts
+    child: str = ""
 
 
 class Release(Msg, frozen=True):
     workload: str
     amounts: FRAmounts
+    child: str = ""
+
+
+class Reclaim(Msg, frozen=True):
+    """A preemptor's query for the admitted workloads it could take quota back from.
+
+    Sent by the coordinator to the preemptor's ClusterQueue, which answers with its own
+    workloads on ``frs`` and sends the query ``up``; a Cohort sends it down into each other
+    child subtree that can hold candidates and on up; ``came_from`` is the child already
+    searched.  Classical preemption (``fair`` False) prunes a subtree whose usage is within
+    its quota on every FR of ``frs`` (Kueue's hierarchical candidate walk: nothing there can
+    be reclaimed); under fair sharing a ClusterQueue answers only when it borrows on one of
+    ``frs`` (Kueue's fair-sharing candidates), and no Cohort prunes.
+    """
+
+    preemptor: str
+    frs: frozenset[tuple[str, str]]
+    fair: bool = False
+    cohort: bool = True   # may take quota back in the Cohort (else only in its own queue)
+    up: bool = True
+    came_from: str = ""
+
+
+class Reached(Msg, frozen=True):
+    """A node's part of a Reclaim answer: the admitted workloads it holds on the FRs
+    (ClusterQueues only; ``found`` is (ClusterQueue, workloads) pairs), the nodes it searched,
+    and the answers still to come from the nodes it sent the query on to (``more``: reply
+    slots the asker awaits, so no node ever waits on another and no query can deadlock)."""
+
+    found: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    searched: tuple[str, ...] = ()
+    more: tuple[Any, ...] = ()
 
 
 class Granted(Msg, frozen=True):
@@ -52,34 +89,27 @@ class Report(Msg, frozen=True):
 
 
 class NodeReport(Msg, frozen=True):
-    """A node's balance; a ClusterQueue's also says what it holds admitted: the whole set, or
-    (``admitted`` None) nothing new since the version the asker holds, or with ``delta`` the
-    changes since then: drop ``removed``, then add ``added`` in order."""
+    """A node's balance; a ClusterQueue's answer to ``Report`` also lists what it holds
+    admitted (a round's ``Nominate`` does not: candidates are asked for with ``Reclaim``)."""
 
     name: str
     usage: FRAmounts
-    admitted: tuple[Any, ...] | None = ()
-    version: int = -1
-    delta: bool = False
-    added: tuple[Any, ...] = ()
-    removed: tuple[str, ...] = ()
+    admitted: tuple[Any, ...] = ()
 
 
 class Configure(Msg, frozen=True):
-    """New limits, subtree quota and parent (an actor or None) after a topology change."""
+    """New limits, subtree quota and parent (an actor or None) after a topology change; a
+    Cohort is also given its children: (name, actor, the most each may hold of it per FR
+    while still within its own quota), for routing Reclaim queries."""
 
     limits: Any
     subtree: FRAmounts
     parent: Any
-    spec: Any = None
+    children: tuple[tuple[str, Any, FRAmounts], ...] = ()
 
 
 class Recharge(Msg, frozen=True):
     """Reset usage to what the admitted workloads below hold (after Configure)."""
-
-
-class PopHead(Msg, frozen=True):
-    pass
 
 
 class Nominate(Msg, frozen=True):
@@ -93,7 +123,6 @@ class Nominate(Msg, frozen=True):
     known: Any = None
     limit: int = 0
     requeue_parked: bool = False  # first move every parked workload back (RequeueParked, folded in)
-    seen: int = -1                # the version of the admitted set the coordinator holds
 
 
 class Nomination(Msg, frozen=True):
@@ -170,6 +199,3 @@ class Adopt(Msg, frozen=True):
 
     workload: Any
 
-
-class Fingerprint(Msg, frozen=True):
-    pass

@@ -10,6 +10,14 @@ climbs the same way but as a tell: it cannot be refused, so nobody waits for it 
 once, so every later request sees them; nothing becomes an admission without the
 coordinator's commit, and a failed commit releases the chain again.
 
+A Cohort also keeps what each child holds of it (``held``: every Reserve and Release names
+the child it comes from) and, from Configure, the most each child may hold while still
+within its own quota (``within``: ``subtree - local_quota``, since what a child holds of
+its parent is ``max(0, usage - local_quota)``).  That is all it needs to route a
+:class:`~actors.messages.Reclaim` query: down into a child only when the child is over its
+quota on one of the query's FRs, so the search for candidates never enters a subtree
+that cannot hold any (:meth:`NodeActor.reclaim`).
+
 Local check at node x with usage u asking for v more of fr:
 ``u + v <= subtree(x) + borrowingLimit(x)`` (when x has a parent and a limit) or
 ``u + v <= subtree(x)`` (a root).  The charge to the parent is
@@ -22,7 +30,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.messages import Configure, Denied, FRAmounts, Granted, NodeReport, Release, Report, Reserve
+from actors.messages import (
+    Configure,
+    Denied,
+    FRAmounts,
+    Granted,
+    NodeReport,
+    Reached,
+    Reclaim,
+    Release,
+    Report,
+    Reserve,
+)
 from actors.runtime import Actor, Reply
 from kueued.quota import node as qn
 from kueued.quota.node import QuotaNode
@@ -37,12 +56,24 @@ class NodeActor(Actor):
         super().__init__(name)
         self.node = QuotaNode(name, is_cohort=is_cohort)
         self.parent: NodeActor | None = None
+        self.children: dict[str, tuple[NodeActor, FRAmounts]] = {}  # name -> (actor, within)
+        self.held: dict[str, FRAmounts] = {}  # child -> what it holds of this node
 
-    def configure(self, limits: Any, subtree: FRAmounts, parent: NodeActor | None) -> None:
+    def configure(self, limits: Any, subtree: FRAmounts, parent: NodeActor | None,
+                  children: tuple[tuple[str, Any, FRAmounts], ...] = ()) -> None:
         self.node.limits = limits
         self.node.subtree = subtree
         self.node.usage = {}
         self.parent = parent
+        self.children = {name: (actor, within) for name, actor, within in children}
+        self.held = {}
+
+    def _count(self, child: str, amounts: FRAmounts, sign: int) -> None:
+        if not child:
+            return
+        held = self.held.setdefault(child, {})
+        for fr, v in amounts.items():
+            held[fr] = held.get(fr, 0) + sign * v
 
     def _charges(self, amounts: FRAmounts, sign: int) -> FRAmounts:
         """What the parent holds more (or, with sign -1, less) once ``amounts`` are charged here:
@@ -62,9 +93,10 @@ class NodeActor(Actor):
                 out[fr] = sign * c
         return out
 
-    def reserve(self, workload: str, amounts: FRAmounts, *, force: bool = False) -> Any:
+    def reserve(self, workload: str, amounts: FRAmounts, *, force: bool = False, child: str = "") -> Any:
         """Reserve here and, for what climbs, above: the answer (:class:`Granted` or
-        :class:`Denied`), or a coroutine for it when the parent could not answer at once."""
+        :class:`Denied`), or a coroutine for it when the parent could not answer at once.
+        ``child`` is the node asking (none when a ClusterQueue reserves for itself)."""
         has_parent = self.parent is not None
         if not force:
             for fr, v in amounts.items():
@@ -75,44 +107,75 @@ class NodeActor(Actor):
         charges = self._charges(amounts, +1)
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) + v
+        self._count(child, amounts, +1)
         if charges and self.parent is not None:
-            request = Reserve(workload, charges) if not force else _Force(workload, charges)
+            request = (Reserve(workload, charges, self.name) if not force
+                       else _Force(workload, charges, self.name))
             reply = self.parent.post(request)
             if reply.done:  # the parent was idle and answered at once
-                return self._parent_answered(reply.value if reply.ok else _raise(reply.value), amounts)
-            return self._await_parent(reply, amounts)
+                return self._parent_answered(reply.value if reply.ok else _raise(reply.value), amounts, child)
+            return self._await_parent(reply, amounts, child)
         return _GRANTED
 
-    async def _await_parent(self, reply: Reply, amounts: FRAmounts) -> Granted | Denied:
+    async def _await_parent(self, reply: Reply, amounts: FRAmounts, child: str) -> Granted | Denied:
         # no timeout of its own: the coordinator's ask that started the chain has one
-        return self._parent_answered(await reply.result(), amounts)
+        return self._parent_answered(await reply.result(), amounts, child)
 
-    def _parent_answered(self, answer: Granted | Denied, amounts: FRAmounts) -> Granted | Denied:
+    def _parent_answered(self, answer: Granted | Denied, amounts: FRAmounts, child: str) -> Granted | Denied:
         if isinstance(answer, Denied):
             for fr, v in amounts.items():
                 self.node.usage[fr] -= v
+            self._count(child, amounts, -1)
         return answer
+
+    # --- reclaim: a preemptor's candidate query --------------------------------------------
+    def reclaim(self, query: Reclaim) -> Reached:
+        """A Cohort's part of a query: on to every other child that can hold candidates, and
+        up.  Nothing here waits: the replies of the nodes it was sent on to go back to the
+        asker, who awaits them (``Reached.more``).  A ClusterQueue answers for itself
+        (``ClusterQueueActor.reclaim``)."""
+        more = []
+        down = Reclaim(query.preemptor, query.frs, query.fair, up=False)
+        for name, (actor, within) in self.children.items():
+            if name == query.came_from or name == query.preemptor:
+                continue
+            if not query.fair and self._child_within(name, within, query.frs):
+                continue  # within its quota on every FR asked: nothing below can be reclaimed
+            more.append(actor.post(down))
+        if query.up and self.parent is not None:
+            more.append(self.parent.post(Reclaim(query.preemptor, query.frs, query.fair, came_from=self.name)))
+        return Reached(searched=(self.name,), more=tuple(more))
+
+    def _child_within(self, child: str, within: FRAmounts, frs: frozenset[tuple[str, str]]) -> bool:
+        """Kueue's ``IsWithinNominalInResources`` for a child, from what it holds of this node."""
+        held = self.held.get(child, {})
+        for fr in frs:
+            if held.get(fr, 0) > within.get(fr, 0):
+                return False
+        return True
 
     def handle_node(self, msg: Any) -> Any:
         """The messages every node answers: borrow requests, releases, reports, configuration.
 
         A borrow request is answered by a coroutine (the runtime awaits it), the rest at once."""
         match msg:
-            case _Force(workload=w, amounts=a):
-                return self.reserve(w, a, force=True)
-            case Reserve(workload=w, amounts=a):
-                return self.reserve(w, a)
-            case Release(workload=w, amounts=a):
-                self.release(w, a)
+            case _Force(workload=w, amounts=a, child=c):
+                return self.reserve(w, a, force=True, child=c)
+            case Reserve(workload=w, amounts=a, child=c):
+                return self.reserve(w, a, child=c)
+            case Release(workload=w, amounts=a, child=c):
+                self.release(w, a, child=c)
                 return None
+            case Reclaim():
+                return self.reclaim(msg)
             case Report():
                 return NodeReport(self.name, dict(self.node.usage))
-            case Configure(limits=limits, subtree=subtree, parent=parent):
-                self.configure(limits, subtree, parent)
+            case Configure(limits=limits, subtree=subtree, parent=parent, children=children):
+                self.configure(limits, subtree, parent, children)
                 return None
         raise TypeError(f"{self.name}: unexpected message {type(msg).__name__}")
 
-    def release(self, workload: str, amounts: FRAmounts) -> None:
+    def release(self, workload: str, amounts: FRAmounts, *, child: str = "") -> None:
         """Give back ``amounts``; the share the parent held follows as a tell, not an ask.
 
         A release can never be refused, so nothing waits for it.  Until the parent has
@@ -125,8 +188,9 @@ class NodeActor(Actor):
         charges = self._charges(amounts, -1)
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) - v
+        self._count(child, amounts, -1)
         if charges and self.parent is not None:
-            self.parent.tell(Release(workload, charges))
+            self.parent.tell(Release(workload, charges, self.name))
 
 
 _GRANTED = Granted()

@@ -1,11 +1,15 @@
-"""``simulate`` on the actor engine: a World in, a Report out, with or without a clock.
+"""``simulate`` on the actor engine: manifests or a World in, a Report out, with or without a clock.
+
+This is the one engine: the CLI's ``simulate``, the benchmarks, the tests and the
+daemon all run the same :class:`~actors.coordinator.Coordinator` over the same actors.
+:func:`simulate` and :func:`simulate_timed` are ``kueued.simulate``'s with this engine
+plugged in (that module sits below the actors and names no engine).
 
 Kueue's coordinator and the ElasticQuota coordinator are siblings: their actors start in
 one task group, both commit through one API port, and their rounds run side by side
 (the two kinds of tree share no quota: a workload carrying the ElasticQuota label is
 routed to the elastic tree and never queued in a ClusterQueue).  When both have
-settled, the Kueue side's report is assembled and the elastic outcome merged into it,
-exactly as the synchronous engine merges ``ElasticRun``'s.
+settled, the Kueue side's report is assembled and the elastic outcome merged into it.
 
 Without a clock (:func:`run_actors`) the elastic tree runs to quiescence with the forced
 recycling delay counted as elapsed.  On a timeline (:func:`run_actors_timed`) workloads
@@ -25,10 +29,24 @@ from actors.elastic import ElasticCoordinator
 from kueued.engine.wiring import elastic_inputs, make_iterate, make_preemptor
 from kueued.kube.port import ApiPort, InMemoryPort
 from kueued.scheduling.elastic import ElasticOutcome, prepare
-from kueued.simulate import Report, merge_outcome, report_from
+from kueued.simulate import Report, TimedRun, merge_outcome, report_from
+from kueued.simulate import simulate as _simulate
+from kueued.simulate import simulate_timed as _simulate_timed
 from kueued.world import World
 
-__all__ = ["run_actors", "run_actors_timed"]
+__all__ = ["simulate", "simulate_timed", "run_actors", "run_actors_timed"]
+
+
+def simulate(manifests: list[dict[str, Any]]) -> Report:
+    """Apply the manifests and run them to quiescence on the actors."""
+    return _simulate(manifests, runner=run_actors)
+
+
+def simulate_timed(manifests: list[dict[str, Any]] | Any, *, real: bool = False,
+                   progress: Callable[[int, int], None] | None = None, per_workload: bool = True) -> TimedRun:
+    """Play a trace (manifests with arrivals and run times, or a ``Trace``) on the actors."""
+    return _simulate_timed(manifests, runner=run_actors_timed, real=real, progress=progress,
+                           per_workload=per_workload)
 
 
 def run_actors(world: World) -> Report:

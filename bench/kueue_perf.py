@@ -1,9 +1,9 @@
 """Kueue's scheduler-performance configurations on kueued, beside Kueue's published figures.
 
-    .venv/bin/python bench/kueue_perf.py                                  # baseline, virtual clock, both engines
-    .venv/bin/python bench/kueue_perf.py --config large-scale --engine sync
-    .venv/bin/python bench/kueue_perf.py --clock real --engine actors     # live, as Kueue's test runs
-    .venv/bin/python bench/kueue_perf.py --config large-scale --clock real --engine actors --repeat 5
+    .venv/bin/python bench/kueue_perf.py                                  # baseline, virtual clock
+    .venv/bin/python bench/kueue_perf.py --config large-scale
+    .venv/bin/python bench/kueue_perf.py --clock real                     # live, as Kueue's test runs
+    .venv/bin/python bench/kueue_perf.py --config large-scale --clock real --repeat 5
 
 Reads ``../shared/reference/kueue-perf/<config>-generator.yaml`` (Kueue's own generator files),
 runs them through ``kueued simulate --generator``'s code path, and prints wall time, ClusterQueue
@@ -26,8 +26,8 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from actors.simulation import simulate_timed  # noqa: E402
 from kueued.generator import build_trace, load_generator  # noqa: E402
-from kueued.simulate import simulate_timed  # noqa: E402
 
 PERF = ROOT.parent / "shared" / "reference" / "kueue-perf"
 # Kueue's rangespec means (anchors.md section 3) and the lower bound work / quota.
@@ -37,19 +37,15 @@ KUEUE = {
 }
 
 
-def run(config: str, engine: str, clock: str):
+def run(config: str, clock: str):
     trace = build_trace(load_generator(PERF / f"{config}-generator.yaml"))
-    runner = None
-    if engine == "actors":
-        from kueued.cli import run_actors_timed
-        runner = run_actors_timed
-    return simulate_timed(trace, runner=runner, engine=engine, real=clock == "real", per_workload=False).summary
+    return simulate_timed(trace, real=clock == "real", per_workload=False).summary
 
 
 def table(config: str, rows: list[tuple[str, object]]) -> Table:
     k = KUEUE[config]
     t = Table(title=f"{config}: kueued beside Kueue (ratio < 1: kueued better)")
-    for col in ("engine/clock", "metric", "kueued", "Kueue", "kueued / Kueue", "lower bound", "kueued / bound"):
+    for col in ("clock", "metric", "kueued", "Kueue", "kueued / Kueue", "lower bound", "kueued / bound"):
         t.add_column(col, justify="right")
     for label, s in rows:
         t.add_row(label, "wall (s)", f"{s.wall_ms / 1000:.1f}", f"{k['wall']:g}", f"{s.wall_ms / 1000 / k['wall']:.3f}",
@@ -73,24 +69,21 @@ def main() -> None:
     tune()  # as the CLI does
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", choices=[*KUEUE, "all"], default="baseline")
-    ap.add_argument("--engine", choices=["actors", "sync", "both"], default="both")
     ap.add_argument("--clock", choices=["virtual", "real"], default="virtual")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="runs per engine; real-clock runs vary with timing (different preemption "
+                    help="runs; real-clock runs vary with timing (different preemption "
                          "cascades), so report their spread")
     args = ap.parse_args()
-    engines = ["sync", "actors"] if args.engine == "both" else [args.engine]
     console = Console(width=140)
     for config in (list(KUEUE) if args.config == "all" else [args.config]):
-        rows = [(f"{e}/{args.clock}" + (f" #{i + 1}" if args.repeat > 1 else ""), run(config, e, args.clock))
-                for e in engines for i in range(args.repeat)]
+        rows = [(args.clock + (f" #{i + 1}" if args.repeat > 1 else ""), run(config, args.clock))
+                for i in range(args.repeat)]
         console.print(table(config, rows))
         if args.repeat > 1:
-            for e in engines:
-                walls = sorted(s.wall_ms / 1000 for label, s in rows if label.startswith(f"{e}/"))
-                console.print(f"{config} {e}/{args.clock}: wall over {len(walls)} runs min {walls[0]:.1f} s, "
-                              f"median {statistics.median(walls):.1f} s, max {walls[-1]:.1f} s "
-                              f"(bound {KUEUE[config]['bound']:g} s)")
+            walls = sorted(s.wall_ms / 1000 for _, s in rows)
+            console.print(f"{config} {args.clock}: wall over {len(walls)} runs min {walls[0]:.1f} s, "
+                          f"median {statistics.median(walls):.1f} s, max {walls[-1]:.1f} s "
+                          f"(bound {KUEUE[config]['bound']:g} s)")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,10 @@
     .venv/bin/python bench/memory.py --workloads 20000 --schedule      # also run to quiescence
 
 Each measurement runs in a fresh subprocess (``resource.getrusage(RUSAGE_SELF).ru_maxrss``
-at its end), so one engine's garbage does not count against the other: the manifests are
+at its end), so one run's garbage does not count against the next: the manifests are
 generated in memory (``bench/generate_tree.py``'s tree), applied to a World (which keeps
-every raw manifest, as an informer cache would) and queued by the engine: the pure core's
-per-ClusterQueue heaps, or one actor per ClusterQueue and Cohort.  ``--schedule`` also runs
+every raw manifest, as an informer cache would) and queued by the engine: one actor per
+ClusterQueue and Cohort, each with its heap.  ``--schedule`` also runs
 the cycles to quiescence (slow at 100,000: every head that does not fit is parked one
 cycle at a time).  A baseline row measures the interpreter with kueued imported.
 """
@@ -40,27 +40,19 @@ if mode != "baseline":
     world = World()
     for doc in generate(n_cq, n_wl):
         world.apply(doc)
-    if mode == "sync":
-        from kueued.engine.sync import Engine
-        engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
-        engine.rebuild()
-        if schedule:
-            engine.run()
-        pending = sum(1 for q in engine.queues.values() for _ in q.pending())
-    else:
-        import anyio
-        from actors.coordinator import Coordinator
-        from kueued.kube.port import InMemoryPort
-        async def main():
-            coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
-            async with anyio.create_task_group() as tg:
-                await coord.sync_topology(tg)
-                if schedule:
-                    await coord.run_to_quiescence()
-                n = sum(1 for a in coord.cluster_queues.values() for _ in a.queue.pending())
-                coord.stop()
-            return n
-        pending = anyio.run(main)
+    import anyio
+    from actors.coordinator import Coordinator
+    from kueued.kube.port import InMemoryPort
+    async def main():
+        coord = Coordinator(world, InMemoryPort(), preemptor=make_preemptor, iterate=make_iterate(world))
+        async with anyio.create_task_group() as tg:
+            await coord.sync_topology(tg)
+            if schedule:
+                await coord.run_to_quiescence()
+            n = sum(1 for a in coord.cluster_queues.values() for _ in a.queue.pending())
+            coord.stop()
+        return n
+    pending = anyio.run(main)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 print(json.dumps({{"rss": rss, "pending": pending, "seconds": time.perf_counter() - t0}}))
 """
@@ -88,7 +80,7 @@ def main() -> None:
     for col in ("engine", "pending", "peak RSS (MiB)", "per workload (KiB)", "of 1 GiB", "seconds"):
         t.add_column(col, justify="right")
     base = None
-    for mode in ("baseline", "sync", "actors"):
+    for mode in ("baseline", "actors"):
         started = time.perf_counter()
         r = measure(mode, args.cluster_queues, args.workloads, args.schedule)
         mib = r["rss"] / 2**20

@@ -1,4 +1,4 @@
-"""Engine throughput: admissions per host second in virtual time, actor engine against the pure core.
+"""Engine throughput: admissions per host second in virtual time on the actor engine.
 
     .venv/bin/python bench/throughput.py                                   # 100 ClusterQueues, 5,000 workloads
     .venv/bin/python bench/throughput.py --cluster-queues 1000 --workloads 50000   # issue 6's shape
@@ -13,11 +13,9 @@ is admitted: that measures what an admission costs.
 
 The tree is ``bench/generate_tree.py``'s (4 cohort levels, quota at every level); every
 workload arrives at 0 and runs 1..``--runtime`` whole seconds, so the virtual clock plays
-the whole queue through in waves and every workload is admitted at least once.  Both
-engines run the same trace in the same process, through the same ``simulate`` timeline
-code path (events in, decisions out through the API port for the actors); the table
-prints admissions per host second and the actor layer's overhead (actor time / pure
-time).  Issue 6's targets: >= 10,000 admissions/s, overhead <= 2x.
+the whole queue through in waves and every workload is admitted at least once, through
+``simulate``'s timeline code path (events in, decisions out through the API port); the
+table prints admissions per host second.
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from generate_tree import generate  # noqa: E402
 
-from kueued.cli import run_actors_timed  # noqa: E402
-from kueued.simulate import simulate_timed  # noqa: E402
+from actors.simulation import simulate_timed  # noqa: E402
 from kueued.timeline import trace_from  # noqa: E402
 
 
@@ -49,17 +46,13 @@ def main() -> None:
     ap.add_argument("--cluster-queues", type=int, default=100)
     ap.add_argument("--workloads", type=int, default=5_000)
     ap.add_argument("--runtime", type=int, default=5, help="each workload runs 1..N seconds (virtual)")
-    ap.add_argument("--engine", choices=["both", "sync", "actors"], default="both")
     ap.add_argument("--no-preemption", action="store_true",
                     help="no preemption (default: withinClusterQueue LowerPriority, reclaimWithinCohort Any)")
     ap.add_argument("--quota-scale", type=int, default=1, help="multiply every quota and limit by N")
     args = ap.parse_args()
     docs = generate(args.cluster_queues, args.workloads, runtime=args.runtime, preemption=not args.no_preemption,
                     quota_scale=args.quota_scale)
-    results = {}
-    for engine in (["sync", "actors"] if args.engine == "both" else [args.engine]):
-        runner = run_actors_timed if engine == "actors" else None
-        results[engine] = simulate_timed(trace_from(docs), runner=runner, engine=engine, per_workload=False).summary
+    results = {"actors": simulate_timed(trace_from(docs), per_workload=False).summary}
     t = Table(title=f"throughput: {args.cluster_queues} ClusterQueues, {args.workloads} workloads, virtual clock"
                     + (", no preemption" if args.no_preemption else ", preemption on every queue")
                     + (f", quota x{args.quota_scale}" if args.quota_scale != 1 else ""))
@@ -70,11 +63,6 @@ def main() -> None:
                   f"{s.admissions / max(s.host_seconds, 1e-9):,.0f}")
     console = Console(width=140)
     console.print(t)
-    if len(results) == 2:
-        same = results["sync"].admissions == results["actors"].admissions
-        ratio = results["actors"].host_seconds / max(results["sync"].host_seconds, 1e-9)
-        console.print(f"actor overhead: {ratio:.2f}x the pure core (target <= 2x); "
-                      f"engines {'agree' if same else 'DISAGREE'} on the admission count")
 
 
 if __name__ == "__main__":

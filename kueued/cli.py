@@ -14,6 +14,7 @@ from typing import NoReturn
 
 import msgspec
 
+from kueued.config import DEFAULTS
 from kueued.errors import KueuedError
 from kueued.logging import configure, fail, is_json, warn
 from kueued.manifests import Problem, read_manifests
@@ -27,6 +28,11 @@ EPILOG = """examples:
   kueued manifests | kubectl apply --server-side -f -         # CRDs and RBAC for a cluster
   kueued --log-format json --log-level INFO run                # the daemon: $KUBECONFIG or in-cluster
   kueued run --manifests /etc/kueued/manifests                 # the daemon offline, on a directory
+  kueued run --config /etc/kueued/kueued.toml                  # settings from a file (SIGHUP reloads it)
+  kueued config check /etc/kueued/kueued.toml                  # the file's errors, with FILE:LINE
+  kueued status                                                # the live quota tree (or kubectl kueued status)
+  kueued explain team-a/train-1                                # why it waits, what would admit it
+  kueued simulate --from-cluster more-gpus.yaml                # the live cluster, now and after a change
 """
 
 
@@ -66,18 +72,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Hierarchical quota scheduler for Kubernetes batch workloads: Kueue's cohorts, "
                     "ClusterQueues and preemption, and Koordinator's elastic quota.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--log-level", default="WARNING", type=str.upper,
-                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
-                    help="structlog level on stderr (default WARNING)")
-    ap.add_argument("--log-format", choices=["console", "json"], default="console")
+    ap.add_argument("--log-level", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                    help=f"structlog level on stderr (default {DEFAULTS.log.level}; `run`: [log] level)")
+    ap.add_argument("--log-format", choices=["auto", "console", "json"],
+                    help="json lines, console, or auto (default): json for `run` when stderr is not a terminal "
+                         "(journald), console otherwise")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sim = sub.add_parser("simulate", help="run manifests to quiescence in memory and report decisions",
                          description="Apply the manifests (or conformance scenarios) in order, schedule until "
                                      "nothing more can change, and print every workload's outcome.")
     sim.add_argument("files", nargs="*", type=Path, help="YAML manifests or scenario files")
     sim.add_argument("--output", "-o", choices=["table", "json"], default="table")
-    sim.add_argument("--engine", choices=["actors", "sync"], default="actors",
-                     help="actors (default): one actor per ClusterQueue and Cohort; sync: the pure core")
     sim.add_argument("--generator", type=Path, metavar="FILE",
                      help="Kueue's scheduler-perf generator YAML (test/performance/scheduler) instead of files")
     sim.add_argument("--clock", choices=["virtual", "real"], default="virtual",
@@ -85,45 +90,60 @@ def _parser() -> argparse.ArgumentParser:
                           "from event to event; real sleeps until each, as Kueue's test does")
     sim.add_argument("--plot", type=Path, metavar="DIR",
                      help="write PNG charts of a timed run to DIR (needs the 'plot' extra: matplotlib)")
+    from kueued.ops.commands import add_parsers, add_simulate_flags
+    add_simulate_flags(sim)  # --from-cluster and the cluster's flags
     run = sub.add_parser("run", help="run the daemon against a Kubernetes API server (or a manifest directory)",
                          description="Start one actor per ClusterQueue and Cohort and a root coordinator; watch the "
                                      "cluster's Kueue and Koordinator objects, admit and evict Workloads by writing "
                                      "their status as Kueue does, and log decisions as structured events. With "
                                      "--manifests, read a directory of YAML manifests instead (offline; decisions "
                                      "stay in memory and in the log).")
+    # Each flag below overrides its setting in --config FILE (kueued.config); both default to DEFAULTS.
+    d = DEFAULTS
+    run.add_argument("--config", type=Path, metavar="FILE",
+                     help="kueued's TOML settings (config/kueued.toml; check with `kueued config check FILE`); "
+                          "flags override it, SIGHUP reloads it")
     run.add_argument("--kubeconfig", type=Path,
                      help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
     run.add_argument("--context", help="kubeconfig context (default: its current one)")
-    run.add_argument("--insecure-skip-tls-verify", action="store_true",
+    run.add_argument("--insecure-skip-tls-verify", action="store_true", default=None,
                      help="do not verify the API server's certificate (logged as a warning)")
-    run.add_argument("--no-job-integration", dest="job_integration", action="store_false",
+    run.add_argument("--no-job-integration", dest="job_integration", action="store_false", default=None,
                      help="do not manage batch/v1 Jobs labelled kueue.x-k8s.io/queue-name (on by default)")
     run.add_argument("--manifests", type=Path, metavar="DIR",
                      help="offline: follow this directory of YAML manifests instead of an API server")
-    run.add_argument("--interval", type=_interval, default=2.0,
+    run.add_argument("--interval", type=_interval,
                      help="seconds a backlog is worked on before new events are read, and between directory "
-                          "scans; 0.01 to 3600 (default 2)")
-    run.add_argument("--metrics-port", type=_port, default=0,
+                          f"scans; 0.01 to 3600 (default {d.daemon.interval:g})")
+    run.add_argument("--metrics-port", type=_port,
                      help="serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz) on this port "
-                          "(default 0: off)")
-    run.add_argument("--leader-elect", action="store_true",
+                          f"(default {d.metrics.port}: off)")
+    run.add_argument("--leader-elect", action="store_true", default=None,
                      help="compete for a coordination.k8s.io Lease and commit only while holding it; the others "
                           "watch and decide but write nothing (default off; the systemd unit turns it on)")
-    run.add_argument("--leader-elect-namespace", default="kueued-system", metavar="NAMESPACE",
-                     help="namespace of the Lease (default kueued-system, where `kueued manifests` grants it)")
-    run.add_argument("--leader-elect-name", default="kueued", metavar="NAME",
-                     help="name of the Lease (default kueued)")
+    run.add_argument("--leader-elect-namespace", metavar="NAMESPACE",
+                     help=f"namespace of the Lease (default {d.leader_election.namespace}, where `kueued manifests` "
+                          "grants it)")
+    run.add_argument("--leader-elect-name", metavar="NAME",
+                     help=f"name of the Lease (default {d.leader_election.name})")
     run.add_argument("--leader-elect-identity", metavar="ID",
                      help="this process's holderIdentity (default: the host name and a random suffix)")
-    run.add_argument("--leader-elect-lease-duration", type=_interval, default=15.0, metavar="SECONDS",
-                     help="how long followers wait after the last renewal they saw before taking over (default 15)")
-    run.add_argument("--leader-elect-renew-deadline", type=_interval, default=10.0, metavar="SECONDS",
-                     help="how long the leader keeps trying to renew before it steps down (default 10)")
-    run.add_argument("--leader-elect-retry-period", type=_interval, default=2.0, metavar="SECONDS",
-                     help="between two tries to acquire or renew (default 2)")
-    run.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
-                     help="address that port listens on (default 127.0.0.1: this host only; 0.0.0.0 or :: for "
-                          "a Prometheus or a kubelet elsewhere)")
+    run.add_argument("--leader-elect-lease-duration", type=_interval, metavar="SECONDS",
+                     help="how long followers wait after the last renewal they saw before taking over "
+                          f"(default {d.leader_election.lease_duration:g})")
+    run.add_argument("--leader-elect-renew-deadline", type=_interval, metavar="SECONDS",
+                     help="how long the leader keeps trying to renew before it steps down "
+                          f"(default {d.leader_election.renew_deadline:g})")
+    run.add_argument("--leader-elect-retry-period", type=_interval, metavar="SECONDS",
+                     help=f"between two tries to acquire or renew (default {d.leader_election.retry_period:g})")
+    run.add_argument("--metrics-address", metavar="ADDRESS",
+                     help=f"address that port listens on (default {d.metrics.address}: this host only; 0.0.0.0 or "
+                          ":: for a Prometheus or a kubelet elsewhere)")
+    cfg = sub.add_parser("config", help="check a kueued config file (config/kueued.toml)")
+    cfg_sub = cfg.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
+    check = cfg_sub.add_parser("check", help="decode FILE strictly: exit 0 and a summary, or 2 and each error "
+                                             "with its FILE:LINE and key")
+    check.add_argument("file", type=Path, metavar="FILE")
     val = sub.add_parser("validate", help="check manifests as Kueue's and Koordinator's webhooks would")
     val.add_argument("files", nargs="+", type=Path)
     man = sub.add_parser("manifests", help="print the CRDs and RBAC kueued needs (kubectl apply --server-side -f -)",
@@ -135,28 +155,36 @@ def _parser() -> argparse.ArgumentParser:
     man.add_argument("--no-rbac", action="store_true", help="leave the RBAC out")
     man.add_argument("--user", metavar="NAME", help="also bind the roles to this user (a client-certificate user)")
     man.add_argument("--namespace", default="kueued-system", help="for the ServiceAccount and the lease Role")
+    add_parsers(sub)  # the operator's: status, explain
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     early = argparse.ArgumentParser(add_help=False)  # the log format first, so usage errors follow it
-    early.add_argument("--log-format", choices=["console", "json"], default="console")
-    early.add_argument("--log-level", default="WARNING")
+    early.add_argument("--log-format", choices=["auto", "console", "json"], default=DEFAULTS.log.format)
+    early.add_argument("--log-level", default=DEFAULTS.log.level)
     known, _ = early.parse_known_args(argv)
     if known.log_level.upper() not in logging.getLevelNamesMapping():
-        known.log_level = "WARNING"
-    configure(level=known.log_level, json=known.log_format == "json")
+        known.log_level = DEFAULTS.log.level
+    configure(level=known.log_level, format=known.log_format)
     args = _parser().parse_args(argv)
     from kueued.gc_tuning import tune
     tune()
     try:
+        from kueued.ops.commands import is_ops
+        if is_ops(args):  # status, explain, simulate --from-cluster
+            from actors.simulation import run_actors
+            from kueued.ops.commands import run as run_ops
+            return run_ops(args, runner=run_actors)
         if args.command == "simulate":
             return _simulate(args)
         if args.command == "validate":
             return _validate(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "config":
+            return _config_check(args.file)
         if args.command == "manifests":
             from kueued.kube.manifests import render
             sys.stdout.write(render(crds=not args.no_crds, rbac=not args.no_rbac, user=args.user,
@@ -177,7 +205,7 @@ def _read(files: list[Path]) -> tuple[list[dict], list[Problem]]:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from kueued.simulate import simulate
+    from actors.simulation import simulate
     from kueued.timeline import is_timed
     if args.generator is None and not args.files:
         fail("simulate: give manifest files or --generator FILE")
@@ -188,11 +216,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.generator is not None or is_timed(manifests) or args.plot is not None or args.clock == "real":
         _simulate_timed(args, manifests, problems)
         return 1 if problems else 0
-    if args.engine == "actors":
-        from actors.simulation import run_actors
-        report = simulate(manifests, runner=run_actors)
-    else:
-        report = simulate(manifests)
+    report = simulate(manifests)
     report.rejected.update((p.where, p.reason) for p in problems)
     _print_report(report, args.output)
     return 1 if problems else 0
@@ -214,7 +238,7 @@ def _print_report(report, output: str) -> None:
 
 
 def _simulate_timed(args: argparse.Namespace, manifests: list[dict], problems: list[Problem]) -> None:
-    from kueued.simulate import simulate_timed
+    from actors.simulation import simulate_timed
     from kueued.timeline import trace_from
     if args.generator is not None:
         from kueued.generator import build_trace, load_generator
@@ -222,10 +246,9 @@ def _simulate_timed(args: argparse.Namespace, manifests: list[dict], problems: l
         trace.setup.extend(manifests)
     else:
         trace = trace_from(manifests)
-    runner = run_actors_timed if args.engine == "actors" else None
     many = len(trace.arrivals) > 2_000
     with _progress(enabled=many and args.output == "table") as progress:
-        run = simulate_timed(trace, runner=runner, engine=args.engine, real=args.clock == "real",
+        run = simulate_timed(trace, real=args.clock == "real",
                              progress=progress, per_workload=not many or args.output == "json")
     run.report.rejected.update((p.where, p.reason) for p in problems)
     if args.output == "json":
@@ -276,12 +299,6 @@ class _progress:
             self.bar.__exit__(*exc)
 
 
-def run_actors_timed(world, timeline, *, real: bool = False, progress=None):  # -> Report
-    """A timed run on the actor engine (``actors.simulation``; the composition root may import actors)."""
-    from actors.simulation import run_actors_timed as run
-    return run(world, timeline, real=real, progress=progress)
-
-
 def _run(args: argparse.Namespace) -> int:
     from functools import partial
 
@@ -290,6 +307,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from kueued.health import Health, HealthServer, stale_after
     from kueued.metrics import Metrics
+    args.live = _settle(args)
     if args.manifests is not None and not args.manifests.is_dir():
         fail(f"--manifests {args.manifests} is not a directory")
         return 2
@@ -326,7 +344,7 @@ async def _run_offline(args: argparse.Namespace, metrics, health) -> None:
     from actors.daemon import EVENTS_KEPT, run_daemon
     from kueued.kube.port import InMemoryPort
     await run_daemon(args.manifests, InMemoryPort(keep=EVENTS_KEPT), interval=args.interval, metrics=metrics,
-                     health=health)
+                     health=health, config=args.live)
 
 
 async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
@@ -388,7 +406,7 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
             tg.start_soon(partial(run_while_leading, elector, lambda: JobController(writes).run(),
                                   name="job controller"), name="job controller")
         await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status,
-                         health=health, elected=elector is not None)
+                         health=health, elected=elector is not None, config=args.live)
         if jobs is not None:
             with anyio.move_on_after(5):
                 await jobs.drain()  # stop between requests, not in the middle of one
@@ -396,6 +414,47 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
             await elector.release()  # nothing commits any more: a follower takes over at its next try
             await leases.aclose()
         tg.cancel_scope.cancel()
+
+
+def _settle(args: argparse.Namespace):  # -> kueued.config.Live | None
+    """``run``'s settings: its flags over ``--config FILE`` over the defaults, written back into ``args``
+    (what the rest of ``run`` reads); the logging follows them.  A bad file raises ConfigError."""
+    from kueued.config import FLAGS, Live, load, with_flags
+    flags = {dest: getattr(args, dest, None) for dest in FLAGS.values()}
+    cfg = with_flags(load(args.config) if args.config is not None else DEFAULTS, flags)
+    configure(level=cfg.log.level, format=cfg.log.format, daemon=True)
+    kube, le = cfg.kube, cfg.leader_election
+    args.kubeconfig = Path(kube.kubeconfig) if kube.kubeconfig else None
+    args.context = kube.context or None
+    args.insecure_skip_tls_verify, args.job_integration = kube.insecure_skip_tls_verify, kube.job_integration
+    args.metrics_address, args.metrics_port = cfg.metrics.address, cfg.metrics.port
+    args.leader_elect, args.leader_elect_namespace, args.leader_elect_name = le.enabled, le.namespace, le.name
+    args.leader_elect_identity = le.identity or None
+    args.leader_elect_lease_duration, args.leader_elect_renew_deadline = le.lease_duration, le.renew_deadline
+    args.leader_elect_retry_period = le.retry_period
+    args.interval = cfg.daemon.interval
+    return Live(args.config, cfg, flags=flags) if args.config is not None else None
+
+
+def _config_check(path: Path) -> int:
+    """``kueued config check FILE``: a one-line summary (0), or each problem with its FILE:LINE (2)."""
+    from kueued.config import ConfigError, line_of, load, summary
+    from kueued.kube.lease import check_timings
+    try:
+        cfg = load(path)
+        le = cfg.leader_election
+        if le.enabled:
+            check_timings(lease_duration=le.lease_duration, renew_deadline=le.renew_deadline,
+                          retry_period=le.retry_period)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            fail(str(problem))
+        return 2
+    except ValueError as exc:  # the lease timings, which only the lease code knows how to judge
+        fail(f"{path}:{line_of(path.read_text(), 'leader_election') or 0}: leader_election: {exc}")
+        return 2
+    print(f"{path}: ok: {summary(cfg)}")
+    return 0
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -14,11 +14,23 @@ Under ``--log-format json`` *every* line kueued writes to stderr is one JSON obj
   Python warnings as ``python_warning`` events;
 - the CLI's own error messages (:func:`fail`), which in console mode stay plain
   ``kueued: ...`` lines for people.
+
+``--log-format auto`` (the default) picks JSON lines for the daemon (``run``) when stderr is
+not a terminal (journald, a pipe, a file) and the console renderer otherwise; the one-shot
+commands talk to people and stay on the console.  Logs go to stderr, always: stdout carries
+the commands' output (a report, manifests), and journald reads both streams alike.
+
+No secret is ever written (:func:`redact`, the last processor before rendering, for
+structlog's events and the standard library's alike): the values of keys named like a
+credential (token, password, client-key-data, authorization, ...) and, in any string, a PEM
+block, its base64 (a kubeconfig's ``*-data``), a ``Bearer ...`` header or a ``token: ...``
+line of YAML are replaced by ``[REDACTED]``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import traceback
 import warnings
@@ -27,16 +39,60 @@ from typing import Any
 
 import structlog
 
-__all__ = ["configure", "fail", "warn", "is_json"]
+__all__ = ["configure", "fail", "warn", "is_json", "redact", "redact_text", "REDACTED"]
 
 _state = {"json": False}
+
+REDACTED = "[REDACTED]"
+_SECRET_KEYS = re.compile(r"token|password|passwd|secret|client[-_]?key|client[-_]?certificate|"
+                          r"certificate[-_]?authority|authorization|bearer|api[-_]?key|private[-_]?key", re.I)
+_SECRET_TEXT = [
+    (re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(-----END [A-Z0-9 ]+-----|$)", re.S), REDACTED),
+    (re.compile(r"LS0tLS1CRUdJT[A-Za-z0-9+/=]*"), REDACTED),  # base64 of "-----BEGIN": a kubeconfig's *-data
+    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.I), r"\1 " + REDACTED),
+    (re.compile(r"(?i)\b((?:[\w-]*token|password|client-key-data|client-certificate-data|"
+                r"certificate-authority-data|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"), r"\1" + REDACTED),
+]
 
 
 def is_json() -> bool:
     return _state["json"]
 
 
-def configure(*, level: str = "WARNING", json: bool = False) -> None:
+def redact_text(text: str) -> str:
+    """``text`` without PEM blocks, their base64, bearer headers or ``token: ...`` assignments."""
+    for pattern, replacement in _SECRET_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: REDACTED if isinstance(k, str) and _SECRET_KEYS.search(k) and isinstance(v, str | bytes) and v
+                else _redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+def redact(logger: Any, method: str, event_dict: Any) -> Any:
+    """A structlog processor: no credential leaves in a log line, however it got into one."""
+    return _redact_value(event_dict)
+
+
+def json_wanted(format: str, *, daemon: bool) -> bool:
+    """``--log-format``: json, console, or auto (JSON for the daemon off a terminal)."""
+    if format == "auto":
+        return daemon and not sys.stderr.isatty()
+    return format == "json"
+
+
+def configure(*, level: str = "WARNING", json: bool | None = None, format: str = "console",
+              daemon: bool = False) -> None:
+    """Set up structlog and the standard library's logging once (again on a reload)."""
+    json = json_wanted(format, daemon=daemon) if json is None else json
     _state["json"] = json
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.WARNING)
     shared: list[Any] = [
@@ -47,8 +103,10 @@ def configure(*, level: str = "WARNING", json: bool = False) -> None:
     if json:
         renderer: Any = structlog.processors.JSONRenderer()
         shared.append(structlog.processors.dict_tracebacks)
-    else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+    else:  # tracebacks as text before redact sees them (a loader's message can quote a file)
+        renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
+        shared.append(structlog.processors.format_exc_info)
+    shared.append(redact)
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -66,7 +124,7 @@ def fail(message: str, **fields: Any) -> None:
     if _state["json"]:
         structlog.get_logger("kueued.cli").error("command_failed", error=message, **fields)
     else:
-        print(f"kueued: {message}", file=sys.stderr)
+        print(f"kueued: {redact_text(message)}", file=sys.stderr)
 
 
 def warn(message: str, *, event: str = "command_warning", **fields: Any) -> None:
@@ -74,7 +132,7 @@ def warn(message: str, *, event: str = "command_warning", **fields: Any) -> None
     if _state["json"]:
         structlog.get_logger("kueued.cli").warning(event, error=message, **fields)
     else:
-        print(f"kueued: warning: {message}", file=sys.stderr)
+        print(f"kueued: warning: {redact_text(message)}", file=sys.stderr)
 
 
 def _route_stdlib(shared: list[Any], renderer: Any, level: int) -> None:

@@ -25,12 +25,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from kueued.engine.sync import Engine
-from kueued.engine.wiring import elastic_inputs, make_iterate, make_preemptor
 from kueued.errors import ManifestError
 from kueued.model.quantity import UNLIMITED, format_milli
 from kueued.quota.node import FR, QuotaNode
-from kueued.scheduling.elastic import run_elastic
 from kueued.scheduling.explain import STRICT_FIFO_WAIT, explain
 from kueued.scheduling.fairsharing.share import Shares, parse_weight
 from kueued.scheduling.snapshot import Snapshot
@@ -73,36 +70,17 @@ class Report(msgspec.Struct, rename="camel"):
 Runner = Callable[[World], "Report"]
 
 
-def simulate(manifests: list[dict[str, Any]], *, runner: Runner | None = None) -> Report:
-    """Apply the manifests and run them to quiescence with ``runner`` (default: the pure core)."""
+def simulate(manifests: list[dict[str, Any]], *, runner: Runner) -> Report:
+    """Apply the manifests and run them to quiescence with ``runner`` (``actors.simulation``
+    passes the actor engine; this layer sits below it and names no engine)."""
     world = World()
     for m in manifests:
         world.apply(m)
-    if runner is None:
-        runner = run_sync
     return runner(world)
 
 
-def run_sync(world: World) -> Report:
-    """The pure core to quiescence (no actors): the reference ``--engine sync`` runs."""
-    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
-    engine.rebuild()
-    engine.run()
-    report = report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
-                         cycles=engine.cycles, snapshot=engine.state)
-    merge_elastic(world, report)
-    return report
-
-
-def merge_elastic(world: World, report: Report) -> None:
-    inputs = elastic_inputs(world)
-    if inputs is None:
-        return
-    merge_outcome(report, run_elastic(*inputs))
-
-
 def merge_outcome(report: Report, outcome: Any) -> None:
-    """Put an ElasticOutcome (from either engine) into a Report; its evictions follow Kueue's."""
+    """Put an ElasticOutcome into a Report; its evictions follow Kueue's."""
     for key, r in outcome.workloads.items():
         report.workloads[key] = WorkloadReport(r.state, r.cluster_queue if r.state == "admitted" else None,
                                                None, r.preemptions, r.reason or None)
@@ -224,10 +202,10 @@ class TimedRun(NamedTuple):
     timeline: Any      # kueued.timeline.Timeline: samples and times, for plots
 
 
-def simulate_timed(manifests: list[dict[str, Any]] | Any, *, runner: TimedRunner | None = None,
-                   engine: str = "sync", real: bool = False, progress: Callable[[int, int], None] | None = None,
+def simulate_timed(manifests: list[dict[str, Any]] | Any, *, runner: TimedRunner,
+                   real: bool = False, progress: Callable[[int, int], None] | None = None,
                    per_workload: bool = True) -> TimedRun:
-    """Apply the setup, play the arrivals on a clock with ``runner`` (default: the pure core).
+    """Apply the setup, play the arrivals on a clock with ``runner`` (``actors.simulation``'s).
 
     ``manifests`` is a list of manifests or a :class:`kueued.timeline.Trace`.  Returns the final
     :class:`Report` (finished workloads appear as ``finished``), the ``Summary`` and the timeline.
@@ -241,40 +219,15 @@ def simulate_timed(manifests: list[dict[str, Any]] | Any, *, runner: TimedRunner
         world.apply(m)
     timeline = Timeline(trace, world)
     started = time.perf_counter()
-    report = (runner or run_sync_timed)(world, timeline, real=real, progress=progress)
+    report = runner(world, timeline, real=real, progress=progress)
     host = time.perf_counter() - started
     for key, t in timeline.times.items():
         if t.finished_ms is not None:
             report.workloads[key] = WorkloadReport("finished", t.cluster_queue, preemptions=t.evictions)
     report.workloads = dict(sorted(report.workloads.items()))
-    summary = timeline.summary(clock="real" if real else "virtual", engine="sync" if runner is None else engine,
+    summary = timeline.summary(clock="real" if real else "virtual", engine="actors",
                                host_seconds=host, per_workload=per_workload)
     return TimedRun(report, summary, timeline)
-
-
-def run_sync_timed(world: World, timeline: Any, *, real: bool = False,
-                   progress: Callable[[int, int], None] | None = None) -> Report:
-    import anyio
-
-    from kueued.scheduling.elastic import ElasticRun, prepare
-    from kueued.timeline import US, Driver, ElasticDriver, PureElastic, SyncDriver, play
-    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
-    engine.rebuild()
-    driver: Driver = SyncDriver(engine, timeline)
-    inputs = elastic_inputs(world)
-    elastic = None
-    if inputs is not None:  # an ElasticQuota tree beside: recycling delay on the timeline's clock
-        elastic = ElasticRun(prepare(*inputs), delay=round(world.settings.delay_evict_time * US))
-        driver = ElasticDriver(driver, PureElastic(elastic, timeline))
-
-    async def main() -> None:
-        await play(driver, real=real, progress=progress)
-    anyio.run(main)
-    report = report_from(world, reasons=engine.reasons, unrouted=engine.unrouted, events=engine.events,
-                         cycles=engine.cycles, snapshot=engine.state)
-    if elastic is not None:
-        merge_outcome(report, elastic.outcome())
-    return report
 
 
 def render_summary(summary: Any, console: Any = None, *, reference: dict[str, Any] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Time in ``simulate``: arrivals, run times and a clock, driving either engine.
+"""Time in ``simulate``: arrivals, run times and a clock, driving the actor engine.
 
 A workload may carry ``kueued.io/arrival`` (seconds after the start, or an RFC 3339
 instant) and ``kueued.io/runtime`` (seconds it runs once admitted; absent: forever).
@@ -7,7 +7,7 @@ and the arrivals.  A :class:`Timeline` holds the events in a heap, finishes befo
 arrivals at one instant (a release should be seen by the workloads arriving with it),
 and records what the engine decided.
 
-:func:`play` is the loop, the same for both clocks and both engines::
+:func:`play` is the loop, the same for both clocks::
 
     next event time t -> (virtual: jump to t | real: anyio.sleep until t)
       -> due finishes  -> driver.finish(key)   quota released, parked workloads of the tree requeued
@@ -23,13 +23,12 @@ settle holds every due release back until each ClusterQueue has parked its whole
 pending list, one head per cycle (BestEffortFIFO), and judges it all again after.  On
 the virtual clock no time passes while settling, so ``until`` is never given.
 
-Decisions are recorded where they leave the engine: the actor engine commits through
-the API port (:class:`TimelinePort`), the pure engine's cycle results are read by
-:class:`SyncDriver`.  An eviction cancels the victim's finish (a generation number per
+Decisions are recorded where they leave the engine: the coordinator commits through
+the API port (:class:`TimelinePort`).  An eviction cancels the victim's finish (a generation number per
 workload makes the stale heap entry a no-op); when re-admitted it runs its full run time
 again.  Time to admission is measured to the first admission, as Kueue's runner does.
 
-ElasticQuota trees run beside Kueue's (:class:`ElasticDriver` wraps either driver): an
+ElasticQuota trees run beside Kueue's (:class:`ElasticDriver` wraps the coordinator's driver): an
 arrival the World routes to an ElasticQuota goes to the elastic engine as well, and the
 elastic engine runs on this clock, so forced recycling waits its delay
 (``Settings.delay_evict_time``) in virtual time.  When a group is over its runtime the
@@ -59,7 +58,7 @@ from kueued.scheduling.workload import timestamp
 from kueued.world import Change, World
 
 __all__ = ["ARRIVAL", "RUNTIME", "CLASS", "Arrival", "Trace", "trace_from", "Timeline", "TimelinePort",
-           "SyncDriver", "CoordinatorDriver", "ElasticDriver", "PureElastic", "Driver", "play", "Summary", "is_timed"]
+           "CoordinatorDriver", "ElasticDriver", "Driver", "play", "Summary", "is_timed"]
 
 ARRIVAL = "kueued.io/arrival"
 RUNTIME = "kueued.io/runtime"
@@ -350,38 +349,6 @@ class Driver(Protocol):
     async def settle(self, until: Until | None = None) -> None: ...
 
 
-class SyncDriver:
-    """The pure engine (:class:`kueued.engine.sync.Engine`) under a timeline."""
-
-    def __init__(self, engine: Any, timeline: Timeline) -> None:
-        self.engine = engine
-        self.timeline = timeline
-        engine.clock = lambda: timeline.trace.epoch + timeline.clock() / US
-
-    async def arrive(self, arrival: Arrival) -> None:
-        change, _ = self.engine.world.apply(arrival.manifest)
-        if change is Change.WORKLOAD:
-            self.engine.arrive(arrival.key)
-
-    async def finish(self, key: str) -> None:
-        self.timeline.done(key)
-        self.engine.finish(key)
-
-    async def settle(self, until: Until | None = None, *, max_cycles: int = 1_000_000) -> None:
-        """Cycle until one admits, evicts and parks nothing (the actor coordinator's quiescence)."""
-        e, t = self.engine, self.timeline
-        for _ in range(max_cycles):
-            result = e.cycle()
-            for target, _by in result.evictions:
-                t.evicted(target.workload.key)
-            for entry in result.admitted:
-                t.admitted(entry.wl.key, entry.cq, entry.assignment.usage)
-            parked = any(entry.status != "admitted" and e.queues[entry.cq].parks(entry.reason)
-                         for entry in result.entries)
-            if not (result.changed or parked) or (until is not None and until()):
-                return
-
-
 class CoordinatorDriver:
     """The actor engine's coordinator under a timeline (duck-typed: ``kueued`` never imports ``actors``).
 
@@ -407,7 +374,7 @@ class CoordinatorDriver:
 
 
 class ElasticDriver:
-    """A driver with an ElasticQuota tree beside it; ``elastic`` is either engine's (duck-typed).
+    """A driver with an ElasticQuota tree beside it; ``elastic`` is the elastic coordinator (duck-typed).
 
     The World routes a workload carrying the quota label to the elastic tree
     (``World.route``): the inner driver applies every arrival and leaves such a workload
@@ -443,32 +410,6 @@ class ElasticDriver:
         due = self.elastic.deadline()
         if due is not None:
             self.timeline.wake_at(math.ceil(due))
-
-
-class PureElastic:
-    """The pure elastic engine (``ElasticRun``) under a timeline: its decisions recorded as a port would."""
-
-    def __init__(self, run: Any, timeline: Timeline) -> None:
-        self.run = run
-        self.timeline = timeline
-
-    async def arrive(self, manifest: dict[str, Any]) -> None:
-        self.run.arrive(self.run.setup.place(manifest))
-
-    async def finish(self, key: str) -> bool:
-        return bool(self.run.finish(key))
-
-    async def run_to_quiescence(self) -> None:
-        self.run.run_to_quiescence(self.timeline.clock())
-        for kind, w in self.run.decisions:
-            if kind == "admit":
-                self.timeline.admitted(w.key, w.group, {("", r): v for r, v in w.request.items()})
-            else:
-                self.timeline.evicted(w.key)
-        self.run.decisions.clear()
-
-    def deadline(self) -> float | None:
-        return self.run.deadline()
 
 
 async def play(driver: Driver, *, real: bool = False,

@@ -136,6 +136,15 @@ def _node_errors(manifest: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
+def _decode_error(exc: msgspec.ValidationError) -> FieldError:
+    """A type the rules did not check, as the field it is in (msgspec says ``... - at `$.a.b[0]```)."""
+    text = str(exc)
+    message, _, where = text.rpartition(" - at `$")
+    if not message or not where.endswith("`"):
+        return FieldError("", text)
+    return FieldError(where[:-1].lstrip("."), f"Invalid value: {message}")
+
+
 class World:
     def __init__(self) -> None:
         self.raw: dict[str, dict[str, Any]] = {}
@@ -187,7 +196,7 @@ class World:
                 self.raw[key] = manifest
                 return change, key
         except msgspec.ValidationError as exc:
-            errors = [FieldError("", str(exc))]
+            errors = [_decode_error(exc)]
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             # A rule we did not anticipate: refuse the object, keep the daemon alive.
             errors = [FieldError("", f"cannot be read ({type(exc).__name__}: {exc})")]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kueued.simulate import simulate
+from actors.simulation import simulate
 from kueued.world import Change, World
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 

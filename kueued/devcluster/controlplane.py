@@ -19,6 +19,10 @@ ServiceAccount admission plugin off (no controller creates default service accou
 here), privileged pods allowed, a service CIDR because one is required. Extra flags
 (``--max-requests-inflight`` for a benchmark, ``--audit-log-path`` for audit tests) are
 appended, and a flag given there (as ``--name=value``) replaces the default of that name.
+
+``audit=True`` turns on the audit log of :mod:`kueued.devcluster.audit` (Workload and
+Lease writes only, one line each): :attr:`ControlPlane.audit_log`, read with
+:meth:`ControlPlane.audit_events`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from kueued.devcluster import audit as auditing
 from kueued.devcluster import kubeconfig
 from kueued.devcluster.build import ensure_built
 from kueued.devcluster.errors import ControlPlaneError
@@ -52,6 +57,7 @@ class ControlPlane:
         apiserver_args: Sequence[str] = (),
         start_timeout: float = 120.0,
         stop_timeout: float = 20.0,
+        audit: bool = False,
     ) -> None:
         self._binaries = binaries
         self._own_state = state_dir is None
@@ -59,6 +65,7 @@ class ControlPlane:
         self.apiserver_args = list(apiserver_args)
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
+        self.audit = audit
         self.etcd: Child | None = None
         self.apiserver: Child | None = None
         self.etcd_url = ""
@@ -85,6 +92,17 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         """The admin's kubeconfig (group ``system:masters``), written at start."""
         return self.state_dir / "kubeconfig"
+
+    @property
+    def audit_log(self) -> Path | None:
+        """The apiserver's audit log (JSON lines), or None when started without ``audit``."""
+        return self.state_dir / "logs" / "audit.log" if self.audit else None
+
+    def audit_events(self) -> list[auditing.AuditEvent]:
+        """Every Workload and Lease write the apiserver has answered so far, oldest first."""
+        if self.audit_log is None:
+            raise ControlPlaneError("control-plane", "started without audit=True: there is no audit log")
+        return auditing.read_events(self.audit_log)
 
     @property
     def pids(self) -> list[int]:
@@ -143,6 +161,7 @@ class ControlPlane:
             "ca_cert": str(self.ca_cert),
             "admin_cert": str(self.admin.cert),
             "admin_key": str(self.admin.key),
+            "audit_log": str(self.audit_log) if self.audit_log is not None else None,
             "pids": {c.name: c.pid for c in (self.etcd, self.apiserver) if c is not None},
         }
 
@@ -199,10 +218,14 @@ class ControlPlane:
             "disable-admission-plugins": "ServiceAccount",
             "allow-privileged": "true",
         }
-        extra_names = {arg.removeprefix("--").split("=", 1)[0] for arg in self.apiserver_args}
+        extra = list(self.apiserver_args)
+        if self.audit_log is not None:
+            policy = auditing.write_policy(self.state_dir / "audit-policy.yaml")
+            extra = auditing.apiserver_args(self.audit_log, policy) + extra  # a caller's flag comes last and wins
+        extra_names = {arg.removeprefix("--").split("=", 1)[0] for arg in extra}
         argv = [str(bins.kube_apiserver)]
         argv += [f"--{name}={value}" for name, value in defaults.items() if name not in extra_names]
-        return argv + self.apiserver_args
+        return argv + extra
 
     def _start_apiserver(self, bins: Binaries) -> None:
         assert self.etcd is not None, "etcd starts first"

@@ -51,7 +51,7 @@ from kueued.kube.events import EventRecorder
 from kueued.kube.port import Condition
 from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
 from kueued.model.api import object_key
-from kueued.scheduling.fairsharing.admission import AdmissionFairSharing, afs_enabled
+from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.snapshot import Snapshot
 from kueued.world import World
 
@@ -321,23 +321,9 @@ class TreeStatusPublisher:
     # --- admission fair sharing ------------------------------------------------------------------
     @staticmethod
     def _consumed(coord: Coordinated) -> tuple[dict[str, dict[str, float]] | None, str]:
-        """Each LocalQueue's consumed usage (decayed, with entry penalties) and when it was sampled.
-
-        Only where a ClusterQueue uses admission fair sharing: its queue made the ledger
-        already, so reading it starts no sampling clock the scheduler would not have started.
-        """
-        world = coord.world
-        settings = world.settings
-        if settings.admission_fair_sharing is None or not any(
-                afs_enabled(settings, cq.spec) for cq in world.cluster_queues.values()):
+        """Each LocalQueue's consumed usage (decayed, with entry penalties) and when it was sampled
+        (``AdmissionFairSharing.consumed_usage``); None where no ClusterQueue uses AFS."""
+        consumed = coord.afs.consumed_usage()
+        if consumed is None:
             return None, ""
-        ledger = coord.afs.ledger
-        if ledger is None:
-            return None, ""
-        out: dict[str, dict[str, float]] = {}
-        for lq in {*ledger.consumed, *ledger.penalty}:
-            used = dict(ledger.consumed.get(lq, {}))
-            for res, v in ledger.penalty.get(lq, {}).items():
-                used[res] = used.get(res, 0.0) + v
-            out[lq] = used
-        return out, _stamp(ledger.last_sample)
+        return consumed[0], _stamp(consumed[1])

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
-from actors.messages import Denied, Granted, Release, Replace, Report, Reserve
+from actors.messages import Denied, Granted, Release, Report, Reserve
 from actors.node import NodeActor
 from actors.runtime import Actor, ActorStopped
 from kueued.quota import node as qn
@@ -259,42 +259,6 @@ def test_a_denial_high_up_unwinds_every_reservation_below() -> None:
             for a in (root, mid, leaf):
                 a.stop()
     anyio.run(main)
-
-
-# --- a ClusterQueue's admitted set reaches the coordinator whole, unchanged, or as its changes ---------
-_set_op = st.one_of(st.tuples(st.just("hold"), st.integers(0, 5)), st.tuples(st.just("unhold"), st.integers(0, 5)),
-                    st.tuples(st.just("replace"), st.integers(0, 5)),
-                    st.tuples(st.just("report"), st.sampled_from(["current", "stale", "none"])))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_set_op, max_size=40))
-def test_the_coordinator_rebuilds_each_admitted_set_in_order_from_the_reports(ops) -> None:
-    from types import SimpleNamespace
-
-    from actors.coordinator import Coordinator
-    from tests.scheduling.test_preemption import cq, forest, incoming
-    snap = forest(cq("a", cpu="100"))
-    actor = ClusterQueueActor("a", strict=False)
-    holder = SimpleNamespace(_admitted={})  # the coordinator's state that _fill keeps
-    pool = [incoming(f"w{i}", cpu="1") for i in range(6)]
-    for op, arg in ops:
-        if op == "hold":
-            if pool[arg].key not in actor.admitted:
-                actor._hold(pool[arg])
-        elif op == "unhold":
-            actor._unhold(pool[arg].key)
-        elif op == "replace":  # a new version of the same workload keeps its place
-            actor.handle(Replace(incoming(f"w{arg}", cpu="1")))
-        else:
-            held = holder._admitted.get("a")
-            seen = {"current": held[0] if held else -1, "stale": -1, "none": None}[arg]
-            if arg == "stale" and held is not None:
-                holder._admitted.pop("a")  # a coordinator that forgot (a topology change)
-            report = actor._report(seen) if seen is not None else actor._report(None)
-            Coordinator._fill(holder, snap, report)  # type: ignore[arg-type]
-            held = snap.cluster_queues["a"].workloads
-            assert [(k, id(w)) for k, w in held.items()] == [(k, id(w)) for k, w in actor.admitted.items()]
 
 
 async def test_a_sample_sees_the_requeues_still_riding_on_the_next_message() -> None:

@@ -18,8 +18,8 @@ import msgspec
 import pytest
 import yaml
 
+from actors.simulation import simulate
 from kueued.manifests import load_manifests
-from kueued.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1].parent / "shared" / "conformance"

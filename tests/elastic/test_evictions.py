@@ -1,8 +1,7 @@
-"""The report lists the elastic engines' evictions: who, by whom, why, in the order they happened.
+"""The report lists the elastic engine's evictions: who, by whom, why, in the order they happened.
 
-Each case is a small manifest run through ``simulate`` on both engines (the pure core and
-the actors); the eviction list must be exactly the one given, and each victim's
-``preemptions`` must count its entries.
+Each case is a small manifest run through ``simulate``; the eviction list must be exactly
+the one given, and each victim's ``preemptions`` must count its entries.
 """
 
 from __future__ import annotations
@@ -12,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from actors.simulation import run_actors
-from kueued.simulate import Report, simulate
+from actors.simulation import simulate
+from kueued.simulate import Report
 from tests import builders as b
 from tests.elastic.builders import EQ, WL
-
-ENGINES = [pytest.param(None, id="sync"), pytest.param(run_actors, id="actors")]
 
 
 def teams() -> list[dict[str, Any]]:
@@ -64,14 +61,13 @@ def both() -> list[dict[str, Any]]:
             WL("a-high", "team-a").req(cpu="4").priority(9).at(4).build()]
 
 
-def run(manifests: list[dict[str, Any]], runner) -> Report:
-    report = simulate(manifests, runner=runner)
+def run(manifests: list[dict[str, Any]]) -> Report:
+    report = simulate(manifests)
     counted = Counter(e["workload"] for e in report.evictions)
     assert counted == {key: r.preemptions for key, r in report.workloads.items() if r.preemptions}
     return report
 
 
-@pytest.mark.parametrize("runner", ENGINES)
 @pytest.mark.parametrize(("manifests", "evictions"), [
     pytest.param(preemption(), [
         {"workload": "default/a-low", "by": "default/a-high", "reason": "Preempted"},
@@ -84,8 +80,8 @@ def run(manifests: list[dict[str, Any]], runner) -> Report:
         {"workload": "default/b-2", "by": "", "reason": "Revoked"},
     ], id="preemption-then-recycling"),
 ])
-def test_the_report_lists_elastic_evictions(manifests, evictions, runner) -> None:
-    assert run(manifests, runner).evictions == evictions
+def test_the_report_lists_elastic_evictions(manifests, evictions) -> None:
+    assert run(manifests).evictions == evictions
 
 
 def _kueue_preemption() -> list[dict[str, Any]]:
@@ -101,9 +97,8 @@ def _kueue_preemption() -> list[dict[str, Any]]:
             b.workload("k-high", "kq", "main", created=2, priority=5, cpu="4")]
 
 
-@pytest.mark.parametrize("runner", ENGINES)
-def test_elastic_evictions_follow_kueues(runner) -> None:
-    report = run([*_kueue_preemption(), *preemption()], runner)
+def test_elastic_evictions_follow_kueues() -> None:
+    report = run([*_kueue_preemption(), *preemption()])
     assert report.evictions == [
         {"workload": "kq/k-low", "by": "kq/k-high", "reason": "InClusterQueue"},
         {"workload": "default/a-low", "by": "default/a-high", "reason": "Preempted"},

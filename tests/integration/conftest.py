@@ -3,10 +3,12 @@
 One control plane per session (a start takes seconds; a build, the first time, takes
 minutes). Which cluster, in order of preference:
 
-- ``KUEUED_TEST_KUBECONFIG=path``: an existing cluster (kind, later); nothing is started,
-  and tests that need our own CA or binaries skip.
+- ``KUEUED_TEST_KUBECONFIG=path``: an existing cluster (kind: ``make e2e-kind``); nothing is
+  started.  User ``kueued`` is then kueued's ServiceAccount (a token, bound by the same
+  manifests); tests that need our own CA (other users), binaries or audit log skip.
 - otherwise a local :class:`~kueued.devcluster.controlplane.ControlPlane`, built first
-  if the binaries are not cached yet.
+  if the binaries are not cached yet, with the apiserver's audit log on (Workload and
+  Lease writes only: :mod:`kueued.devcluster.audit`; the split-brain test's witness).
 
 When that is impossible (no Go and nothing cached, or no ``cryptography``) every test
 here is skipped with one line saying why, unless ``KUEUED_REQUIRE_CONTROL_PLANE=1``
@@ -75,11 +77,30 @@ class Cluster:
 
     def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
         """A kubeconfig for a freshly minted user with no RBAC of its own."""
+        if self.control_plane is None and user == "kueued" and not groups:
+            if user not in self._users:  # kueued's ServiceAccount, bound by the same manifests
+                self._users[user] = self._service_account_kubeconfig("kueued-system", "kueued")
+            return self._users[user]
         if self.control_plane is None:
             pytest.skip("an external cluster: no CA of ours to mint users with")
         if user not in self._users:
             self._users[user] = self.control_plane.user_kubeconfig(user, groups)
         return self._users[user]
+
+
+    def _service_account_kubeconfig(self, ns: str, account: str) -> Path:
+        """A kubeconfig with a fresh token of ``ns/account`` and the admin kubeconfig's cluster entry."""
+        token = self.kubectl_run("create", "token", account, "-n", ns, "--duration=4h").stdout.strip()
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
+        cluster = next(c for c in config["clusters"] if c["name"] == context["cluster"])
+        path = self.cache_dir / f"{account}.kubeconfig"
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "clusters": [cluster], "current-context": account,
+            "contexts": [{"name": account, "context": {"cluster": cluster["name"], "user": account}}],
+            "users": [{"name": account, "user": {"token": token}}]}))
+        return path
 
 
 def _unavailable() -> str | None:
@@ -155,17 +176,32 @@ def cp_binaries(request: pytest.FixtureRequest) -> Binaries | None:
 
 
 @pytest.fixture(scope="session")
-def control_plane(cp_binaries: Binaries | None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def control_plane(cp_binaries: Binaries | None, tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    if (shared := request.config.stash.get(SHARED_CLUSTER, None)) is not None:
+        yield shared  # tests/reliability's fixture (tests/reliability/conftest.py) started it first
+        return
     cache_dir = tmp_path_factory.mktemp("kubectl-cache")
     if cp_binaries is None:
-        yield _external(Path(str(EXTERNAL)), cache_dir)
+        yield _shared(request.config, _external(Path(str(EXTERNAL)), cache_dir))
         return
     from kueued.devcluster.controlplane import ControlPlane
 
     bins = cp_binaries
-    with ControlPlane(binaries=bins) as cp:
-        yield Cluster(kubeconfig=cp.kubeconfig, kubectl=bins.kubectl, server=cp.server, admin_cert=cp.admin.cert,
-                      admin_key=cp.admin.key, cache_dir=cache_dir, control_plane=cp)
+    with ControlPlane(binaries=bins, audit=True) as cp:
+        yield _shared(request.config, Cluster(kubeconfig=cp.kubeconfig, kubectl=bins.kubectl, server=cp.server,
+                                              admin_cert=cp.admin.cert, admin_key=cp.admin.key,
+                                              cache_dir=cache_dir, control_plane=cp))
+    del request.config.stash[SHARED_CLUSTER]
+
+
+SHARED_CLUSTER = pytest.StashKey[Cluster]()
+"""The session's one cluster, for every directory whose conftest imports ``control_plane``."""
+
+
+def _shared(config: pytest.Config, cluster: Cluster) -> Cluster:
+    config.stash[SHARED_CLUSTER] = cluster
+    return cluster
 
 
 @pytest.fixture(scope="session")

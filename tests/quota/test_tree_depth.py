@@ -1,14 +1,11 @@
 """Cohort trees deeper than the limit are inactive below it, as a cycle makes them; no walk
-recurses over a user-controlled depth, so 64 levels schedule, borrow and preempt on every engine."""
+recurses over a user-controlled depth, so 64 levels schedule, borrow and preempt."""
 
 from __future__ import annotations
 
-import pytest
-
-from actors.simulation import run_actors
+from actors.simulation import simulate
 from kueued.model.limits import MAX_TREE_DEPTH
 from kueued.quota.tree import Edges, find_too_deep
-from kueued.simulate import simulate
 from kueued.world import World
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 from tests.elastic.builders import EQ
@@ -50,18 +47,16 @@ def _scenario(levels: int) -> list[dict]:
     return objects
 
 
-@pytest.mark.parametrize("runner", [pytest.param(None, id="pure"), pytest.param(run_actors, id="actors")])
-def test_a_tree_at_the_depth_limit_borrows_and_preempts_across_every_level(runner) -> None:
-    report = simulate(_scenario(MAX_TREE_DEPTH), runner=runner)
+def test_a_tree_at_the_depth_limit_borrows_and_preempts_across_every_level() -> None:
+    report = simulate(_scenario(MAX_TREE_DEPTH))
     assert report.rejected == {}
     assert {k for k, w in report.workloads.items() if w.state == "admitted" and k.startswith("ns/t")} == \
         {"ns/t0", "ns/t1", "ns/t2"}
     assert len(report.evictions) == 3
 
 
-@pytest.mark.parametrize("runner", [pytest.param(None, id="pure"), pytest.param(run_actors, id="actors")])
-def test_a_queue_below_the_limit_is_inactive_with_the_reason(runner) -> None:
-    report = simulate(_scenario(300), runner=runner)
+def test_a_queue_below_the_limit_is_inactive_with_the_reason() -> None:
+    report = simulate(_scenario(300))
     assert report.workloads["ns/t0"].state == "admitted"  # the top of the tree still schedules
     assert (report.workloads["ns/later"].reason or "") == (
         "ClusterQueue deep is inactive: cohort c298 is at level 299 of its tree; kueued allows at most 64 levels")

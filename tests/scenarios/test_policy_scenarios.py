@@ -1,10 +1,10 @@
-"""kueued's own conformance-style scenarios (``tests/scenarios/**.yaml``), on both engines.
+"""kueued's own conformance-style scenarios (``tests/scenarios/**.yaml``).
 
 ``policies/`` holds the KEP-1093 admission-policy scenarios; ``peers/`` pins rules of Kueue's
 and Koordinator's own code that the shared scenarios do not show.
 
 Same format as ``../shared/conformance/FORMAT.md`` and judged by the conformance
-runner's own ``compare``; each runs through the pure core and through the actors.
+runner's own ``compare``; each runs on the actor engine.
 The policy scenarios also run with every ``kueued.io/admission-policy`` annotation
 stripped: where a scenario says the policy changes the order, Kueue's plain order must
 give a different outcome, so the scenario cannot pass by accident.
@@ -21,10 +21,9 @@ import msgspec
 import pytest
 import yaml
 
-from actors.simulation import run_actors
+from actors.simulation import simulate
 from kueued.manifests import load_manifests
 from kueued.scheduling.policies import ADMISSION_POLICY
-from kueued.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE.parents[1].parent / "shared" / "conformance" / "run"
@@ -47,17 +46,16 @@ def _params():
         yield pytest.param(path, id=yaml.safe_load(path.read_text())["name"])
 
 
-def _outcome(manifests: list[dict], engine: str) -> dict:
-    report = simulate(manifests, runner=run_actors if engine == "actors" else None)
+def _outcome(manifests: list[dict]) -> dict:
+    report = simulate(manifests)
     return msgspec.json.decode(msgspec.json.encode(report))
 
 
 @pytest.mark.skipif(not RUNNER.is_file(), reason="../shared/conformance is not beside this checkout")
-@pytest.mark.parametrize("engine", ["sync", "actors"])
 @pytest.mark.parametrize("path", list(_params()))
-def test_scenario(path: Path, engine: str) -> None:
+def test_scenario(path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
-    problems = _compare()(doc["expect"], _outcome(load_manifests([path]), engine))
+    problems = _compare()(doc["expect"], _outcome(load_manifests([path])))
     assert not problems, "\n".join(problems)
 
 
@@ -69,7 +67,7 @@ def test_policy_changes_the_outcome(path: Path) -> None:
     manifests = copy.deepcopy(load_manifests([path]))
     for m in manifests:
         (m.get("metadata") or {}).get("annotations", {}).pop(ADMISSION_POLICY, None)
-    assert _compare()(doc["expect"], _outcome(manifests, "sync")), "Kueue's order gives the same outcome"
+    assert _compare()(doc["expect"], _outcome(manifests)), "Kueue's order gives the same outcome"
 
 
 def test_there_are_policy_scenarios() -> None:

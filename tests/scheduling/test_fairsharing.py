@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kueued.engine.sync import Engine
-from kueued.engine.wiring import NoPreemption, make_iterate, make_preemptor
+from actors.harness import LiveEngine
+from kueued.engine.wiring import NoPreemption, make_preemptor
 from kueued.model import api
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Entry
@@ -368,17 +368,21 @@ def test_alpha_and_entry_penalty() -> None:
     assert ledger.usage("ns/b", 0) == math.inf
 
 
-def test_decay_moves_consumed_towards_current_usage_and_folds_penalties() -> None:
+def test_decay_moves_consumed_towards_held_usage_and_folds_penalties() -> None:
+    """Half-life 10 s, sampling 1 s: samples at 1, 2, ..., 10 s.  ns/a: seed 8 cpu, nothing held,
+    penalty 1 cpu x (1 - 2^-0.1) pushed at 0 s; ns/b holds 2 cpu throughout.  After ten samples:
+    a = 8 x 2^-1 + penalty folded at 1 s then decayed nine times = 4 + (1 - 2^-0.1) x 2^-0.9
+    = 4 + 2^-0.9 - 0.5 = 4.0358867; b = 2 x (1 - 2^-1) = 1."""
     ledger = UsageLedger(api.AdmissionFairSharingConfig(usage_half_life_time="10s",
                                                         usage_sampling_interval="1s"), now=0,
-                         seed={"ns/a": {"cpu": 8.0}})
+                         seed={"ns/a": {"cpu": 8.0}}, held={"ns/b": {"cpu": 2.0}})
     ledger.add_penalty("ns/a", {"cpu": 1.0})
-    assert not ledger.advance(0.5, lambda: {})
-    assert ledger.advance(10, lambda: {"ns/b": {"cpu": 2.0}})
-    # one half-life: 8 -> 4, and the entry penalty (1 cpu x alpha(1 s, 10 s)) folded into consumed
-    assert ledger.usage("ns/a", 1) == pytest.approx(4.0 + (1 - 0.5 ** 0.1))
+    assert ledger.catch_up(0.5) == 0
+    assert ledger.catch_up(10) == 10
+    assert ledger.usage("ns/a", 1) == pytest.approx(4.0358867)
     assert ledger.penalty == {}
-    assert ledger.usage("ns/b", 1) == pytest.approx(1.0)  # 0 -> halfway to 2
+    assert ledger.usage("ns/b", 1) == pytest.approx(1.0)
+    assert ledger.last_sample == 10
 
 
 def test_resource_weights_and_defaults() -> None:
@@ -430,22 +434,21 @@ def test_entry_penalty_alternates_local_queues_in_the_engine() -> None:
         world.apply(o)
     for name, lq, created in [("a1", "lq0", 1), ("a2", "lq0", 2), ("b1", "lq1", 3), ("b2", "lq1", 4)]:
         world.apply(b.workload(name, "default", lq, created=created, cpu="4"))
-    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
-    engine.rebuild()
-    engine.run()
+    with LiveEngine(world) as engine:
+        engine.run()
     assert sorted(k for k, w in world.workloads.items() if w.admitted) == ["default/a1", "default/b1"]
 
 
-def afs_engine(*workloads: tuple[str, str]) -> Engine:
-    """An engine over ``afs_world(8, ["1", "1"])`` that has run ``(name, local queue)`` workloads of 4 cpu."""
+def afs_engine(*workloads: tuple[str, str]) -> LiveEngine:
+    """An engine over ``afs_world(8, ["1", "1"])`` that has run ``(name, local queue)`` workloads of 4 cpu
+    (closed: its World, admission fair sharing and final balances stay readable)."""
     world = World()
     for o in afs_world(8, ["1", "1"]):
         world.apply(o)
     for i, (name, lq) in enumerate(workloads):
         world.apply(b.workload(name, "default", lq, created=i + 1, cpu="4"))
-    engine = Engine(world, preemptor=make_preemptor, iterate=make_iterate(world))
-    engine.rebuild()
-    engine.run()
+    with LiveEngine(world) as engine:
+        engine.run()
     return engine
 
 
@@ -468,12 +471,19 @@ def test_the_ledger_follows_the_configuration() -> None:
     assert engine.afs.ledger is None and engine.afs.local_queue_usage() is None
 
 
-def test_the_fair_preemptor_reads_its_engines_local_queue_usage() -> None:
+def test_the_fair_preemptor_orders_by_hand_computed_local_queue_usage() -> None:
+    """Untimed, the coordinator's clock moves 1 s a round; half-life 10 s, sampling 1 s, so each
+    round samples once with a = 1 - 2^-0.1 = 0.0669670, and an admission's penalty is 4 cpu x a.
+    Round 1 admits a1 (lq0); round 2's sample: lq0 = 4a (held) + 4a (penalty) = 8a = 0.535736, then
+    b1 (lq1) is admitted; round 3 (nothing left) samples: lq0 = 8a (1 - a) + 4a = 0.767727,
+    lq1 = 8a = 0.535736.  The preemptor reads exactly these."""
     engine = afs_engine(("a1", "lq0"), ("b1", "lq1"))
     admitted = {w.local_queue: w for w in engine.world.workloads.values() if w.admitted}
+    assert engine.coordinator.rounds == 3
     preemptor = make_preemptor(engine.state.clone(), engine.world, afs=engine.afs)
     assert isinstance(preemptor, FairPreemptor) and preemptor.lq_usage is not None
-    assert preemptor.lq_usage(admitted["default/lq0"]) == engine.afs.ledger.usage("default/lq0", 1)  # type: ignore[union-attr]
+    assert preemptor.lq_usage(admitted["default/lq0"]) == pytest.approx(0.767727, abs=1e-6)
+    assert preemptor.lq_usage(admitted["default/lq1"]) == pytest.approx(0.535736, abs=1e-6)
     assert make_preemptor(engine.state.clone(), engine.world).lq_usage is None  # type: ignore[attr-defined]
 
 
@@ -489,7 +499,6 @@ class Saturated:
         assert not self.world.rejected, self.world.rejected
         self.queues = queues
         self.seq = 0
-        self.engine = Engine(self.world, preemptor=make_preemptor, iterate=make_iterate(self.world))
 
     def top_up(self) -> None:
         for lq in self.queues:
@@ -501,20 +510,21 @@ class Saturated:
 
     def settle(self) -> None:
         self.top_up()
-        self.engine.rebuild()
+        self.engine.rebuild()  # the new workloads are placed
         self.engine.run()
 
     def finish_oldest(self) -> None:
         oldest = min((w for w in self.world.workloads.values() if w.admitted),
                      key=lambda w: (w.reserved_at, w.key))
-        del self.world.workloads[oldest.key]
+        self.engine.finish(oldest.key)
 
     def run(self, steps: int) -> dict[str, int]:
-        for _ in range(steps):
-            self.settle()
-        for _ in range(steps):
-            self.finish_oldest()
-            self.settle()
+        with LiveEngine(self.world) as self.engine:
+            for _ in range(steps):
+                self.settle()
+            for _ in range(steps):
+                self.finish_oldest()
+                self.settle()
         used = {lq: 0 for lq in self.queues}
         for w in self.world.workloads.values():
             if w.admitted:

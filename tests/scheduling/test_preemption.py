@@ -102,14 +102,14 @@ def targets(snap: Snapshot, queue: str, wl: WorkloadInfo, **modes: Mode) -> list
 
 def run(*objects: dict) -> World:
     """Apply objects (plus a namespace, flavor and a LocalQueue per ClusterQueue) and run to quiescence."""
-    from kueued.simulate import run_sync
+    from actors.simulation import run_actors
     world = World()
     world.apply(b.flavor("default"))
     for o in objects:
         world.apply(o)
         if o["kind"] == "ClusterQueue":
             world.apply(b.local_queue(o["metadata"]["name"], "default", o["metadata"]["name"]))
-    run_sync(world)
+    run_actors(world)
     return world
 
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kueued.cli import run_actors_timed
-from kueued.engine import sync as engine_module
+import kueued.scheduling.cycle as cycle_module
+from actors.harness import LiveEngine
+from actors.simulation import simulate_timed
 from kueued.scheduling.verdicts import Verdicts, shape_of
-from kueued.simulate import simulate_timed
 from kueued.timeline import ARRIVAL, RUNTIME
 from kueued.world import World
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
@@ -57,10 +57,7 @@ def test_verdicts_and_folding_decide_as_full_nomination_does(config: tuple, work
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Verdicts, "recall", lambda self, cq, wl: None)  # judge every head, fold nothing
         plain = simulate_timed(manifests)
-    remembered = simulate_timed(manifests)
-    actors = simulate_timed(manifests, runner=run_actors_timed, engine="actors")
-    assert _decisions(remembered) == _decisions(plain)
-    assert _decisions(actors) == _decisions(plain)
+    assert _decisions(simulate_timed(manifests)) == _decisions(plain)
 
 
 def nested(strategy: str, within: str, reclaim: str, borrow: str) -> list[dict[str, Any]]:
@@ -89,31 +86,27 @@ def test_verdicts_and_folding_decide_as_full_nomination_does_in_a_nested_tree(co
         mp.setattr(Verdicts, "recall", lambda self, cq, wl: None)
         plain = simulate_timed(manifests)
     assert _decisions(simulate_timed(manifests)) == _decisions(plain)
-    assert _decisions(simulate_timed(manifests, runner=run_actors_timed, engine="actors")) == _decisions(plain)
 
 
 def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -> None:
-    """Ten identical heads that cannot fit: one full nomination, nine recalled, one cycle."""
+    """Ten identical heads that cannot fit: one full nomination, the other nine recalled."""
     world = World()
     for m in [namespace("ns"), flavor("default"), cluster_queue("q", quotas("default", cpu="1")),
               local_queue("lq", "ns", "q"), *(workload(f"w{i}", "ns", "lq", cpu="2") for i in range(10))]:
         world.apply(m)
-    eng = engine_module.Engine(world, preemptor=lambda snap, w, afs: _Counting())
-    eng.rebuild()
-    eng.clock = lambda: 4_000_000_000.0
     judged = []
-    real = engine_module.run_cycle
+    real = cycle_module._nominate
 
-    def counting(snap, heads, **kw):
-        result = real(snap, heads, **kw)
-        judged.extend(e.wl.key for e in result.entries)
-        return result
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(engine_module, "run_cycle", counting)
-        eng.cycle()  # w0 judged and parked
-        eng.cycle()  # the next nine are known dead: parked without a cycle entry
+    def counting(snap, wl, *args, **kw):
+        judged.append(wl.key)
+        return real(snap, wl, *args, **kw)
+    with pytest.MonkeyPatch.context() as mp, LiveEngine(world, preemptor=lambda snap, w, afs: _Counting(),
+                                                       clock=lambda: 4_000_000_000.0) as eng:
+        mp.setattr(cycle_module, "_nominate", counting)
+        eng.run(max_cycles=1)  # w0 judged and parked
+        eng.run()  # the next nine are known dead: parked without a cycle entry
+        assert len(eng.coordinator.cluster_queues["q"].queue.inadmissible) == 10
     assert judged == ["ns/w0"]
-    assert len(eng.queues["q"].inadmissible) == 10
     assert all("insufficient" in eng.reasons[f"ns/w{i}"] for i in range(10))
 
 
@@ -125,15 +118,15 @@ def test_any_change_in_the_tree_invalidates_its_verdicts() -> None:
               cluster_queue("solo", quotas("default", cpu="1")),
               local_queue("lq", "ns", "q"), workload("w", "ns", "lq", cpu="3")]:
         world.apply(m)
-    eng = engine_module.Engine(world, preemptor=lambda snap, w, afs: _Counting())
-    eng.rebuild()
-    eng.cycle()
+    with LiveEngine(world, preemptor=lambda snap, w, afs: _Counting()) as eng:
+        eng.run(max_cycles=1)
+    verdicts = eng.coordinator.verdicts
     wl, cq = world.workloads["ns/w"], eng.state.cluster_queues["q"]
-    assert eng.verdicts.recall(cq, wl) is not None
-    eng.verdicts.touch("solo")  # another tree
-    assert eng.verdicts.recall(cq, wl) is not None
-    eng.verdicts.touch("other")  # same cohort
-    assert eng.verdicts.recall(cq, wl) is None
+    assert verdicts.recall(cq, wl) is not None
+    verdicts.touch("solo")  # another tree
+    assert verdicts.recall(cq, wl) is not None
+    verdicts.touch("other")  # same cohort
+    assert verdicts.recall(cq, wl) is None
 
 
 def test_the_shape_ignores_names_but_not_requests_priority_or_namespace() -> None:

@@ -85,6 +85,12 @@ def validate_cohort(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fie
     spec = mapping(errs, obj.get("spec"), "spec")
     parent = reference(errs, spec.get("parentName"), "spec.parentName")
     check_fair_sharing(errs, spec.get("fairSharing"), "spec.fairSharing")
+    if spec.get("admissionScope") is not None:
+        # KEP-4136 sketches a Cohort scope but leaves it undefined (Kueue has none, #9734);
+        # accepting it would silently mean nothing
+        errs.forbidden("spec.admissionScope", "admission fair sharing is scoped to a ClusterQueue only; "
+                       "kueued has no Cohort-level admissionScope: set spec.admissionScope on the Cohort's "
+                       "ClusterQueues instead")
     _resource_groups(errs, spec.get("resourceGroups"), "spec.resourceGroups",
                      has_parent=bool(parent or spec.get("parentName")), is_cohort=True)
     return errs.items

@@ -76,7 +76,9 @@ def type_name(value: object) -> str:
         return "object"
     if isinstance(value, list | tuple):
         return "array"
-    return "null"
+    if isinstance(value, bytes | bytearray):
+        return "binary"  # YAML's !!binary: no JSON type (kubectl would send it base64-encoded)
+    return "null" if value is None else type(value).__name__  # a YAML !!set, say: no JSON type either
 
 
 class Errors:

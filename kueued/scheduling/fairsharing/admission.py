@@ -3,35 +3,50 @@
 A ClusterQueue with ``spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing``
 serves its LocalQueues by how much each has consumed lately, when the Configuration
 sets ``admissionFairSharing`` and the gate AdmissionFairSharing is on (Kueue's
-``pkg/util/admissionfairsharing``, ``pkg/cache/queue/afs``):
+``pkg/util/admissionfairsharing``, ``pkg/controller/core/localqueue_controller.go``):
 
 * each LocalQueue's *consumed* usage is an exponential moving average, seeded from
   ``status.fairSharing.admissionFairSharingStatus.consumedResources`` (taken as current
-  when the engine starts) and updated every ``usageSamplingInterval`` of engine time:
-  ``consumed = consumed * (1 - a) + current * a`` with ``a = 1 - 0.5 ** (dt / halfLife)``,
-  ``current`` being what the LocalQueue's admitted workloads hold now;
+  when the ledger is made) and sampled every ``usageSamplingInterval`` of engine time,
+  at ``made + k * interval``: ``consumed = consumed * (1 - a) + held * a`` with
+  ``a = 1 - 0.5 ** (interval / halfLife)``, ``held`` being what the LocalQueue's
+  admitted workloads held at that instant;
 * every admission pushes an *entry penalty*, the workload's total requests times
-  ``a(usageSamplingInterval)``, onto its LocalQueue at once, so the next pick in the
-  same burst prefers another tenant; the next sample folds penalties into consumed;
+  ``a``, onto its LocalQueue at once, so the next pick in the same burst prefers
+  another tenant; the next sample adds the penalties to consumed (as Kueue does) and
+  clears them;
 * a LocalQueue's usage is ``sum_r resourceWeights[r] (default 1) * (consumed + penalty)``
   in resource units, divided by ``spec.fairSharing.weight`` (default 1); a weight of 0
   or less makes it +Inf, so such a queue goes last.
 
+Sampling does not depend on who reads the ledger, or when.  Kueue's LocalQueue
+controller samples every LocalQueue on a timer, whether or not anything is pending.
+Here the engine calls :meth:`AdmissionFairSharing.observe` at the start of every round:
+the ledger first takes every sample that fell due since the last observation, each
+with the usage held then (what it recorded at the last observation, plus the
+admissions it was told of since), then records what the World's admitted workloads
+hold now.  Usage only changes in rounds and at events between them, and a round
+follows every event, so on the virtual clock each sample sees exactly what was held
+just before its instant, however long nothing was read; any read (the queue's
+ordering, preemption, the status publisher) first takes the samples due.  On the
+real clock a change is seen at the round after it, a few milliseconds late.
+
 Pending workloads of such a ClusterQueue are ordered by their LocalQueue's usage, then
-priority, then creation time (``PendingQueue(usage_of=...)``).  Preemption uses the
-same usage to prefer victims of busier LocalQueues within one ClusterQueue.
+priority, then creation time (``PendingQueue(usage_of=...)``).  Preemption, classical
+or fair sharing, uses the same usage to prefer victims of busier LocalQueues within
+one ClusterQueue (:meth:`AdmissionFairSharing.local_queue_usage`).
 
 Defaults.  Kueue defaults ``usageHalfLifeTime`` to 0, where ``a`` is 0: no penalty and
 no decay, so consumed usage never changes and AFS stops reacting to admissions.  Here
 an unset (or zero) half-life means :data:`DEFAULT_HALF_LIFE`, one week, the value
 Kueue's documentation uses; the sampling interval defaults to Kueue's 5 minutes.
 
-State.  Each engine owns one :class:`AdmissionFairSharing` (its World, its clock, its
-ledger); nothing here is module-level, so two engines in one process never share
-usage.  The engine calls :meth:`~AdmissionFairSharing.usage_hook` when it builds a
-ClusterQueue's queue, :meth:`~AdmissionFairSharing.record_admission` after each
-admission, and hands the object to its preemptor factory for
-:meth:`~AdmissionFairSharing.local_queue_usage`.
+State.  The coordinator owns one :class:`AdmissionFairSharing` (its World, its clock,
+its ledger); nothing here is module-level.  The ledger is kept while the
+Configuration's ``admissionFairSharing`` stays equal (by value), so re-applying the
+same Configuration keeps the history; :meth:`AdmissionFairSharing.consumed_usage` is
+what the API layer writes back to each LocalQueue's status, and the seed reads it
+again at start-up, so the history survives a restart.
 """
 
 from __future__ import annotations
@@ -49,13 +64,16 @@ from kueued.scheduling.view import WorldView as World
 from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["DEFAULT_HALF_LIFE", "DEFAULT_SAMPLING_INTERVAL", "alpha", "UsageLedger", "AdmissionFairSharing",
-           "afs_enabled"]
+           "afs_enabled", "current_usage"]
 
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
 """Seconds; used when the Configuration leaves ``usageHalfLifeTime`` unset or 0."""
 
 DEFAULT_SAMPLING_INTERVAL = 300.0
 """Seconds; Kueue's default ``usageSamplingInterval``."""
+
+_SLACK = 1e-6
+"""Seconds: an instant this close to a sampling boundary counts as on it (float epoch times)."""
 
 Usage = dict[str, float]  # resource name -> amount in resource units (cpu "500m" is 0.5)
 
@@ -82,17 +100,26 @@ def _units(milli: Mapping[str, int]) -> Usage:
     return {r: v / 1000 for r, v in milli.items()}
 
 
+def _mix(old: Mapping[str, float], new: Mapping[str, float], a: float) -> Usage:
+    return {r: old.get(r, 0.0) * (1 - a) + new.get(r, 0.0) * a for r in {*old, *new}}
+
+
 class UsageLedger:
-    """Per LocalQueue: decayed consumed usage and entry penalties not yet sampled."""
+    """Per LocalQueue: decayed consumed usage, entry penalties not yet sampled, usage held now.
+
+    Samples fall at ``made + k * sampling``; :meth:`catch_up` takes those due, each with
+    ``held``, so the result depends only on the instants and the usage, not on the reads.
+    """
 
     def __init__(self, config: api.AdmissionFairSharingConfig, *, now: float,
-                 seed: Mapping[str, Usage] | None = None) -> None:
+                 seed: Mapping[str, Usage] | None = None, held: Mapping[str, Usage] | None = None) -> None:
         self.config = config
         self.half_life = _duration(config.usage_half_life_time, DEFAULT_HALF_LIFE)
         self.sampling = _duration(config.usage_sampling_interval, DEFAULT_SAMPLING_INTERVAL)
         self.resource_weights = dict(config.resource_weights)
         self.consumed: dict[str, Usage] = {k: dict(v) for k, v in (seed or {}).items()}
         self.penalty: dict[str, Usage] = {}
+        self.held: dict[str, Usage] = {k: dict(v) for k, v in (held or {}).items()}
         self.last_sample = now
 
     @property
@@ -105,23 +132,39 @@ class UsageLedger:
         for r, v in requests.items():
             pending[r] = pending.get(r, 0.0) + v * a
 
-    def advance(self, now: float, current: Callable[[], Mapping[str, Usage]]) -> bool:
-        """Sample if a sampling interval has passed since the last sample; True if it did."""
-        elapsed = now - self.last_sample
-        if elapsed < self.sampling:
-            return False
-        self.sample(current(), elapsed=elapsed)
-        self.last_sample = now
-        return True
+    def hold(self, lq: str, usage: Mapping[str, float], *, sign: int = 1) -> None:
+        """An admission (or, ``sign=-1``, a release) between observations."""
+        held = self.held.setdefault(lq, {})
+        for r, v in usage.items():
+            held[r] = held.get(r, 0.0) + sign * v
+
+    def catch_up(self, now: float) -> int:
+        """Take every sample due by ``now`` (module notes); how many were taken."""
+        due = math.floor((now - self.last_sample) / self.sampling + _SLACK / self.sampling)
+        if due <= 0:
+            return 0
+        self.sample(self.held, elapsed=self.sampling)
+        if due > 1:  # the same usage held all along: the samples after the first fold into one
+            a = alpha((due - 1) * self.sampling, self.half_life)
+            for lq in {*self.consumed, *self.held}:
+                self.consumed[lq] = _mix(self.consumed.get(lq, {}), self.held.get(lq, {}), a)
+        self.last_sample += due * self.sampling
+        return due
+
+    def observe(self, now: float, held: Mapping[str, Usage]) -> None:
+        """Take the samples due by ``now`` with the usage held until now, then record ``held``."""
+        self.catch_up(now)
+        self.held = {k: dict(v) for k, v in held.items()}
 
     def sample(self, current: Mapping[str, Usage], *, elapsed: float) -> None:
-        """Decay consumed usage towards what is held now, then fold the entry penalties in (Kueue adds
-        them to the consumed usage at the sample and takes them off the pending penalties)."""
+        """Decay consumed usage towards what is held, then add the entry penalties to it (Kueue
+        consolidates them into the consumed usage at the sample) and clear them."""
         a = alpha(elapsed, self.half_life)
-        for lq in set(self.consumed) | set(current) | set(self.penalty):
-            old, now_used, penalty = self.consumed.get(lq, {}), current.get(lq, {}), self.penalty.get(lq, {})
-            self.consumed[lq] = {r: old.get(r, 0.0) * (1 - a) + now_used.get(r, 0.0) * a + penalty.get(r, 0.0)
-                                 for r in set(old) | set(now_used) | set(penalty)}
+        for lq in {*self.consumed, *current, *self.penalty}:
+            mixed = _mix(self.consumed.get(lq, {}), current.get(lq, {}), a)
+            for r, v in self.penalty.get(lq, {}).items():
+                mixed[r] = mixed.get(r, 0.0) + v
+            self.consumed[lq] = mixed
         self.penalty.clear()
 
     def weighted(self, lq: str) -> float:
@@ -175,22 +218,26 @@ def local_queue_weight(world: World, lq: str) -> float:
 
 
 class AdmissionFairSharing:
-    """One engine's admission fair sharing: its ledger, on its clock, over its World.
+    """The coordinator's admission fair sharing: its ledger, on its clock, over its World.
 
-    Each engine (the sync :class:`~kueued.engine.sync.Engine`, the actors'
-    coordinator) makes one in its ``__init__`` and hands it to whatever needs LocalQueue
-    usage: the pending queues' ordering hook, the fair-sharing preemptor, and its own
-    admission step.  The ledger is made on first use (seeded from the LocalQueues'
+    The coordinator makes one in its ``__init__``, calls :meth:`observe` once per round
+    and :meth:`record_admission` after each committed admission, and hands it to the
+    pending queues' ordering hook and to its preemptor factory.  The ledger is made
+    when a ClusterQueue first uses admission fair sharing (seeded from the LocalQueues'
     status, sampling from that instant) and made afresh when the Configuration's
-    ``admissionFairSharing`` changes; it is dropped when the Configuration unsets it.
+    ``admissionFairSharing`` changes value; it is dropped when the Configuration unsets it.
+
+    ``epoch`` counts observations (rounds): a cache of anything admitted usage decides,
+    such as the ``fair`` LocalQueue policy's, is good until it moves.
     """
 
-    __slots__ = ("world", "clock", "_ledger")
+    __slots__ = ("world", "clock", "_ledger", "epoch")
 
     def __init__(self, world: World, *, clock: Callable[[], float]) -> None:
         self.world = world
         self.clock = clock
         self._ledger: UsageLedger | None = None
+        self.epoch = 0
 
     @property
     def ledger(self) -> UsageLedger | None:
@@ -200,11 +247,27 @@ class AdmissionFairSharing:
             self._ledger = None
             return None
         if self._ledger is None or self._ledger.config != config:  # by value: re-applying the same one keeps history
-            self._ledger = UsageLedger(config, now=self.clock(), seed=seed_from(self.world))
+            self._ledger = UsageLedger(config, now=self.clock(), seed=seed_from(self.world),
+                                       held=current_usage(self.world))
         return self._ledger
 
+    def in_use(self) -> bool:
+        """Does some ClusterQueue use admission fair sharing under the current Configuration?"""
+        settings = self.world.settings
+        return settings.admission_fair_sharing is not None and any(
+            afs_enabled(settings, cq.spec) for cq in self.world.cluster_queues.values())
+
+    def observe(self) -> None:
+        """Once per round, before its queues pop: take the samples due, record the usage held now."""
+        self.epoch += 1
+        if self._ledger is None and not self.in_use():
+            return
+        ledger = self.ledger
+        if ledger is not None:
+            ledger.observe(self.clock(), current_usage(self.world))
+
     def _usage(self, ledger: UsageLedger, lq: str) -> float:
-        ledger.advance(self.clock(), lambda: current_usage(self.world))
+        ledger.catch_up(self.clock())
         return ledger.usage(lq, local_queue_weight(self.world, lq))
 
     def usage_hook(self, cq: ClusterQueueSnapshot) -> Callable[[WorkloadInfo], float] | None:
@@ -217,24 +280,47 @@ class AdmissionFairSharing:
         return lambda wl: self._usage(ledger, wl.local_queue)
 
     def record_admission(self, e: Entry) -> None:
-        """Push the entry penalty of an admitted workload onto its LocalQueue."""
-        cq = self.world.cluster_queues.get(e.cq)
-        if cq is None or not afs_enabled(self.world.settings, cq.spec):
+        """A committed admission: its usage is held from now on and, where AFS applies, its
+        entry penalty is pushed onto its LocalQueue."""
+        if self._ledger is None and not self.in_use():
             return
         ledger = self.ledger
-        if ledger is not None:
+        if ledger is None:
+            return
+        ledger.catch_up(self.clock())
+        if e.assignment is not None:
+            ledger.hold(e.wl.local_queue, _units({res: v for (_, res), v in e.assignment.usage.items()}))
+        cq = self.world.cluster_queues.get(e.cq)
+        if cq is not None and afs_enabled(self.world.settings, cq.spec):
             ledger.add_penalty(e.wl.local_queue, _units(e.wl.total_requests()))
 
-    def local_queue_usage(self) -> Callable[[WorkloadInfo], float | None] | None:
-        """For preemption ordering: an admitted workload's LocalQueue usage where AFS applies.
-
-        None until a queue hook or an admission has made the ledger: preemption reads
-        usage, it does not start the sampling clock.
-        """
-        settings = self.world.settings
-        ledger = self._ledger
-        if settings.admission_fair_sharing is None or ledger is None:
+    def consumed_usage(self) -> tuple[dict[str, Usage], float] | None:
+        """For the API layer: each LocalQueue's consumed usage (with the entry penalties not yet
+        sampled) and the instant of the last sample, Kueue's ``admissionFairSharingStatus``
+        ``consumedResources`` and ``lastUpdate``; None while no ClusterQueue uses AFS."""
+        if not self.in_use():
             return None
+        ledger = self.ledger
+        if ledger is None:  # pragma: no cover - in_use implies a config
+            return None
+        ledger.catch_up(self.clock())
+        out: dict[str, Usage] = {}
+        for lq in {*ledger.consumed, *ledger.penalty}:
+            used = dict(ledger.consumed.get(lq, {}))
+            for res, v in ledger.penalty.get(lq, {}).items():
+                used[res] = used.get(res, 0.0) + v
+            out[lq] = used
+        return out, ledger.last_sample
+
+    def local_queue_usage(self) -> Callable[[WorkloadInfo], float | None] | None:
+        """For preemption ordering: an admitted workload's LocalQueue usage where AFS applies;
+        None when no ClusterQueue uses admission fair sharing."""
+        if self._ledger is None or not self.in_use():
+            return None
+        ledger = self.ledger
+        if ledger is None:  # pragma: no cover - in_use implies a config
+            return None
+        settings = self.world.settings
 
         def usage(wl: WorkloadInfo) -> float | None:
             cq = self.world.cluster_queues.get(wl.cluster_queue or "")

@@ -12,7 +12,11 @@ usage to the snapshot before pulling the next (``run_cycle`` consumes lazily):
   priority, creation time; every part of it is fixed for the cycle):
 
   - ``fifo``: no policy key, the classical rank alone;
-  - ``fair``: the child's fair share (:func:`~.shares.fair_share`) ascending;
+  - ``fair``: children whose subtree stays within its own quota with the entry's
+    request before those it would make borrow (Kueue's fair sharing does the same,
+    gate FairSharingPrioritizeNonBorrowing: a team within its nominal quota is not
+    kept waiting behind one that would borrow, however little the borrower holds),
+    then the child's fair share (:func:`~.shares.fair_share`) ascending;
   - ``capacity``: children below their guarantee (guarantee in use < 1000 per mille)
     first, by guarantee in use ascending; the rest after them, classical order;
 
@@ -37,6 +41,7 @@ from collections.abc import Iterator, Mapping
 from fractions import Fraction
 
 from kueued.model.validation.policy import CAPACITY, FAIR, FIFO
+from kueued.quota import node as qn
 from kueued.quota.node import QuotaNode
 from kueued.scheduling.cycle import Entry, classical_order
 from kueued.scheduling.fairsharing import gates
@@ -104,7 +109,9 @@ class _Ranker:
         self.snapshot = snapshot
         self.policies = policies
         self.rank = rank
-        self.preemptors_first = gates.enabled(gates.settings_of(snapshot), "PrioritizePreemptorWorkloads")
+        settings = gates.settings_of(snapshot)
+        self.preemptors_first = gates.enabled(settings, "PrioritizePreemptorWorkloads")
+        self.non_borrowing_first = gates.enabled(settings, "FairSharingPrioritizeNonBorrowing")
         self._capacity: dict[int, dict[str, int]] = {}
         self._weight: dict[int, Fraction] = {}
 
@@ -117,7 +124,7 @@ class _Ranker:
         policy = self.policies.get(node.name, FIFO)
         if policy == FIFO:
             return min((w for _, w in candidates), key=self.classical)
-        return min(candidates, key=lambda cw: (not self.waiting(cw[1]), self.policy_key(policy, node, cw[0]),
+        return min(candidates, key=lambda cw: (not self.waiting(cw[1]), self.policy_key(policy, node, *cw),
                                                self.classical(cw[1])))[1]
 
     def classical(self, e: Entry) -> int:
@@ -126,15 +133,32 @@ class _Ranker:
     def waiting(self, e: Entry) -> bool:
         return self.preemptors_first and bool(getattr(e.wl, "preempting", False))
 
-    def policy_key(self, policy: str, parent: QuotaNode, child: QuotaNode) -> tuple[int, Share]:
+    def policy_key(self, policy: str, parent: QuotaNode, child: QuotaNode, e: Entry) -> tuple[int, Share]:
         if policy == FAIR:
-            return (0, fair_share(per_resource(consumption(child)), self.capacity(parent),
-                               weight=self.weight(child)))
+            borrows = self.non_borrowing_first and self.borrows(child, e)
+            return (int(borrows), fair_share(per_resource(consumption(child)), self.capacity(parent),
+                                             weight=self.weight(child)))
         assert policy == CAPACITY
         in_use = guarantee_in_use(child)
         if in_use is not None and in_use < 1000:
             return (0, in_use)
         return (1, 0)
+
+    def borrows(self, child: QuotaNode, e: Entry) -> bool:
+        """Would ``child``'s subtree be above its own quota on a resource ``e`` requests, once
+        ``e`` is admitted?  Simulated from ``e``'s ClusterQueue up, as Kueue's fair sharing
+        iterator does, so quota a lending limit keeps below counts."""
+        if e.assignment is None or not e.assignment.usage:
+            return False
+        leaf = self.snapshot.cluster_queues[e.cq].node
+        usage = e.assignment.usage
+        for fr, v in usage.items():
+            qn.add_usage(leaf, fr, v)
+        try:
+            return any(child.usage.get(fr, 0) > child.subtree.get(fr, 0) for fr in usage)
+        finally:
+            for fr, v in usage.items():
+                qn.remove_usage(leaf, fr, v)
 
     def capacity(self, node: QuotaNode) -> dict[str, int]:
         cap = self._capacity.get(id(node))

@@ -40,7 +40,7 @@ from kueued.scheduling.preemption.ordering import LocalQueueUsage, candidate_ord
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["Variant", "Candidate", "CandidateSet", "collect_candidates", "is_valid",
+__all__ = ["Variant", "Candidate", "CandidateSet", "collect_candidates", "reclaim_reach", "is_valid",
            "uses_resources", "within_nominal", "quantities_fit_in_quota", "classify"]
 
 
@@ -187,16 +187,38 @@ def collect_candidates(snapshot: Snapshot, cq: ClusterQueueSnapshot, preemptor: 
 def _collect_in_subtree(snapshot: Snapshot, cq: ClusterQueueSnapshot, preemptor: WorkloadInfo,
                         frs: frozenset[FR], current: QuotaNode, lca: QuotaNode, skip: QuotaNode | None,
                         advantage: bool, out: list[Candidate]) -> None:
+    for owner in _queues_below(snapshot, current, frs, skip, cq.node):
+        out.extend(_from_cq(owner, lca, cq, preemptor, frs, advantage))
+
+
+def _queues_below(snapshot: Snapshot, current: QuotaNode, frs: frozenset[FR], skip: QuotaNode | None,
+                  own: QuotaNode) -> Iterator[ClusterQueueSnapshot]:
+    """The active ClusterQueues below ``current`` the walk reaches: a child subtree within its
+    quota on every FR of ``frs`` is pruned (nothing there can be reclaimed), ``skip`` (the
+    subtree already searched) and the preemptor's own queue are left out."""
     for child in current.children:
-        if child is skip or child is cq.node or within_nominal(child, frs):
+        if child is skip or child is own or within_nominal(child, frs):
             continue
         if child.is_cohort:
-            _collect_in_subtree(snapshot, cq, preemptor, frs, child, lca, skip, advantage, out)
+            yield from _queues_below(snapshot, child, frs, skip, own)
         else:
             owner = snapshot.owner(child)
             assert isinstance(owner, ClusterQueueSnapshot)
             if owner.active:  # Kueue leaves inactive ClusterQueues out of the snapshot
-                out.extend(_from_cq(owner, lca, cq, preemptor, frs, advantage))
+                yield owner
+
+
+def reclaim_reach(snapshot: Snapshot, cq: ClusterQueueSnapshot, frs: Iterable[FR]) -> set[str]:
+    """The ClusterQueues whose workloads a classical search from ``cq`` for ``frs`` looks at
+    (its own, and those :func:`collect_candidates`'s walk up the tree reaches): what a
+    reclaim query sent through the tree must reach (``actors.reclaim``)."""
+    needed = frozenset(frs)
+    out = {cq.name}
+    previous: QuotaNode | None = None
+    for root in cq.node.ancestors():
+        out.update(o.name for o in _queues_below(snapshot, root, needed, previous, cq.node))
+        previous = root
+    return out
 
 
 def is_valid(snapshot: Snapshot, cq: ClusterQueueSnapshot, candidate: Candidate, frs: Iterable[FR], *,

@@ -35,7 +35,8 @@ flavor it was given, on the same snapshot: the oracle keeps its targets for the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Target
@@ -48,7 +49,7 @@ from kueued.scheduling.preemption.stream import CandidateStream, candidate_strea
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["ClassicalPreemptor", "classical_targets", "attempts"]
+__all__ = ["ClassicalPreemptor", "classical_targets", "attempts", "search_attempts"]
 
 
 class ClassicalPreemptor:
@@ -109,9 +110,17 @@ def classical_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: Workload
     candidates = candidate_stream(snapshot, cq, wl, requests, frs)
     if candidates.empty:
         return []
-    for borrowing in attempts(cq, candidates, frs):
+    return search_attempts(snapshot, cq, requests, frs, attempts(cq, candidates, frs),
+                           lambda borrowing: candidates.ordered(borrowing=borrowing))
+
+
+def search_attempts(snapshot: Snapshot, cq: ClusterQueueSnapshot, requests: Mapping[FR, int], frs: set[FR],
+                    tries: Iterable[bool], ordered: Callable[[bool], Iterable[Any]]) -> list[Target]:
+    """The first attempt (borrowing or not, in ``tries`` order) whose valid candidates, taken in
+    ``ordered(borrowing)`` order, yield a minimal victim set that lets the request fit."""
+    for borrowing in tries:
         def valid(borrowing: bool = borrowing) -> Iterator[Target]:
-            for c in candidates.ordered(borrowing=borrowing):
+            for c in ordered(borrowing):
                 if is_valid(snapshot, cq, c, frs, borrowing=borrowing):
                     yield Target(c.wl, c.variant.reason)
 

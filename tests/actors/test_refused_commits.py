@@ -1,26 +1,8 @@
-"""The actor engine and the pure synchronous core decide the same on every scenario."""
+"""Commits the API server refuses: the reservation is released and the workload retried."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from actors.simulation import run_actors
 from kueued.kube.port import InMemoryPort
-from kueued.manifests import load_manifests
-from kueued.simulate import simulate
-from tests.conformance.test_scenarios import SCENARIOS
-
-
-@pytest.mark.skipif(not SCENARIOS, reason="../shared/conformance is not beside this checkout")
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_actor_engine_matches_the_pure_core(path: Path) -> None:
-    manifests = load_manifests([path])
-    sync, live = simulate(manifests), simulate(manifests, runner=run_actors)
-    assert live.workloads == sync.workloads
-    assert live.rejected == sync.rejected
-    assert live.evictions == sync.evictions
 
 
 def test_a_refused_commit_releases_the_reservation_and_retries() -> None:

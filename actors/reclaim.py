@@ -1,0 +1,91 @@
+"""Reclaim queries: a round's preemptors ask the tree for the workloads they may take quota from.
+
+The coordinator holds balances for a cycle, never the queues' admitted workloads: those
+stay with the ClusterQueue actors.  Before the pure cycle (``run_cycle``) decides, each
+head whose search for victims could run asks the tree for its candidates:
+
+1. :func:`query_for` says whether a head needs to ask.  It does when its ClusterQueue may
+   preempt at all and flavor assignment, run on the cycle-start balances with an oracle
+   that finds no candidates, consults that oracle even once: only then would the real
+   search run during nomination.  A head whose every resource fits asks nothing.
+2. The query (:class:`~actors.messages.Reclaim`) goes to the preemptor's ClusterQueue,
+   which answers with its own workloads and sends the query up; every Cohort on the way
+   sends it down into each other child subtree that can hold candidates under Kueue's
+   rules and on up (``NodeActor.reclaim``); ClusterQueues below answer with theirs.
+   The query's FRs are every (flavor, resource) the head could be given: at least those
+   the search asks about, so a subtree the search would enter is never pruned.
+3. :func:`gather` collects the answers (each node's ``Reached`` names the replies still to
+   come from the nodes it sent the query on to; nothing in the tree waits on anything).
+
+The cycle's snapshot then holds, per ClusterQueue, only the workloads some query reached,
+and the pure search (``kueued.scheduling.preemption``) chooses the victims among them exactly
+as it would over every workload of the tree: it never looks into a pruned subtree, and
+the property tests check both the reach and the victims against the search over the whole
+tree.  One approximation, rare and documented: a preemptor whose victims overlap another's
+is re-assigned later in the cycle (``cycle._process``) on balances that earlier admissions of
+the cycle have raised; a subtree pushed over its quota only then was not asked, so that
+re-assignment does not see its workloads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from actors.messages import Reached, Reclaim
+from actors.node import NodeActor
+from kueued.scheduling.flavors import Mode, assign_flavors
+from kueued.scheduling.preemption.policy import NEVER
+from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
+from kueued.scheduling.workload import WorkloadInfo
+
+__all__ = ["query_for", "gather", "ask_all"]
+
+
+def query_for(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, *, fair: bool) -> Reclaim | None:
+    """The query ``wl``'s nomination needs, or None when its search for victims cannot run."""
+    spec = cq.spec.preemption
+    within = spec.within_cluster_queue not in ("", NEVER)
+    cohort = cq.node.parent is not None and spec.reclaim_within_cohort not in ("", NEVER)
+    if not cq.active or not (within or cohort):
+        return None
+    asked = [False]
+
+    def no_candidates(cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: tuple[str, str], value: int) -> Mode:
+        asked[0] = True
+        return Mode.NO_CANDIDATES
+
+    assign_flavors(snapshot, cq, wl, no_candidates)
+    if not asked[0]:
+        return None
+    frs = frozenset((flavor, r) for r in wl.total_requests()
+                    if (group := cq.group_of.get(r)) is not None for flavor in group.flavors)
+    return Reclaim(cq.name, frs, fair, cohort)
+
+
+async def gather(actor: NodeActor, query: Reclaim, *, timeout: float = math.inf) -> tuple[
+        dict[str, tuple[WorkloadInfo, ...]], list[str]]:
+    """Send ``query`` to ``actor`` and collect every node's answer: (ClusterQueue -> the
+    workloads it offered, the nodes searched)."""
+    found: dict[str, tuple[WorkloadInfo, ...]] = {}
+    searched: list[str] = []
+    await _collect([actor.post(query)], found, searched, timeout)
+    return found, searched
+
+
+async def ask_all(actors: Mapping[str, NodeActor], queries: Iterable[Reclaim], *,
+                  timeout: float = math.inf) -> dict[str, tuple[WorkloadInfo, ...]]:
+    """Every query of a round sent at once; what they reached together, per ClusterQueue."""
+    found: dict[str, tuple[WorkloadInfo, ...]] = {}
+    await _collect([actors[q.preemptor].post(q) for q in queries], found, [], timeout)
+    return found
+
+
+async def _collect(pending: list, found: dict[str, tuple[WorkloadInfo, ...]], searched: list[str],
+                   timeout: float) -> None:
+    while pending:
+        reached: Reached = await pending.pop().result(timeout)
+        for name, workloads in reached.found:
+            found[name] = workloads
+        searched.extend(reached.searched)
+        pending.extend(reached.more)

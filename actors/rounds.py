@@ -1,0 +1,352 @@
+"""A round of the root coordinator: nominate, ask for candidates, decide, evict, admit, requeue.
+
+:class:`Rounds` is the half of :class:`~actors.coordinator.Coordinator` that runs cycles (the
+other half keeps the topology and places workloads).  A round:
+
+1. the finishes posted since the last round are collected (their releases ran concurrently,
+   climbing the tree as tells); ``Nominate`` goes to every ClusterQueue actor at once: it
+   requeues its parked workloads if its tree was marked, pops its head (if active) and
+   reports its balance.  The Cohorts are read a level at a time, deepest first, so every
+   release has landed (``_fill_cohorts``).  The snapshot holds balances only;
+2. under a clock, each tree's dead rounds are folded (:meth:`Rounds._fold`,
+   :mod:`kueued.scheduling.verdicts`);
+3. each head whose search for victims could run asks the tree for its candidates
+   (:mod:`actors.reclaim`): the query climbs from its ClusterQueue and goes down only into
+   subtrees that can hold candidates; the queues reached put their workloads in the snapshot;
+4. the pure :func:`run_cycle` decides, and chooses the victims (answering remembered
+   failures from the verdicts);
+5. evictions first (API port, then ``Evict`` to the victims' ClusterQueue actors, which
+   release the quota up the tree and requeue them); then admissions (``Admit`` reserves up
+   the tree; a grant is committed through the port, a failed commit is ``Revert``-ed; a
+   denial requeues); each batch is asked at once and read in order; then every other head
+   is ``Requeue``-d by its queue's rules (deferred: it rides on the next message to that
+   actor, usually the next round's ``Nominate``).
+
+Evictions are two-phase where there is something to wait for: the port's ``evict`` returns
+once the eviction is committed *and* the quota may be handed on (``kueued.kube.commits``: on
+a cluster, after the Workload's reservation is cleared); only then does the queue release
+the victim's quota, so a preemptor is admitted in a later round, never beside its victim.
+In ``simulate`` the second phase follows the first at once.
+
+A round that admits, evicts and parks nothing leaves every queue as it was, so the next
+would repeat it: that is quiescence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from actors.cluster_queue import ClusterQueueActor
+from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Requeue, Revert, Unpark
+from actors.reclaim import ask_all, query_for
+from kueued.kube.port import ApiPort
+from kueued.scheduling.cycle import CycleResult, run_cycle
+from kueued.scheduling.queues import RequeueReason
+from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.workload import WorkloadInfo
+
+if TYPE_CHECKING:
+    from collections import deque
+
+    from anyio.abc import TaskGroup  # noqa: F401
+
+    from kueued.engine.wiring import PreemptorFactory
+    from kueued.kube.port import Recorder
+    from kueued.scheduling.cycle import Iterate
+    from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
+    from kueued.scheduling.verdicts import Verdicts
+    from kueued.world import World
+
+__all__ = ["Rounds", "FOLD_LIMIT", "COMMITS_IN_FLIGHT"]
+
+FOLD_LIMIT = 256
+"""Heads a ClusterQueue may park ahead in one round when folding dead rounds."""
+
+COMMITS_IN_FLIGHT = 32
+"""Commits one round sends to the API at once: enough to hide round trips, few enough not to
+flood the API server's inflight limits."""
+
+log = structlog.get_logger("kueued.coordinator")
+
+Heads = list[tuple[WorkloadInfo, str]]
+
+
+class Rounds:
+    """The cycle half of the Coordinator (a mixin: every attribute is the Coordinator's)."""
+
+    if TYPE_CHECKING:  # what the Coordinator provides
+        world: World
+        port: ApiPort
+        make_preemptor: PreemptorFactory
+        iterate: Iterate
+        forest: Snapshot
+        cluster_queues: dict[str, ClusterQueueActor]
+        reasons: dict[str, str]
+        events: deque[tuple[str, str, str, str]]
+        rounds: int
+        clock: Callable[[], float] | None
+        verdicts: Verdicts
+        afs: AdmissionFairSharing
+        recorder: Recorder | None
+        _idle: dict[str, dict]
+        _fold_limit: dict[str, int]
+
+        async def _settle_finishes(self) -> None: ...
+        def _take_requeues(self) -> set[str]: ...
+        async def _fill_cohorts(self, snap: Snapshot) -> None: ...
+        def _changed(self, cluster_queue: str | None) -> None: ...
+        async def drain_cohorts(self, names: Any = None) -> None: ...
+        def _requeue_tree(self, cq_name: str) -> None: ...
+        def now(self) -> float: ...
+
+    async def round(self) -> bool:
+        """One cycle; returns whether anything changed."""
+        self.rounds += 1
+        await self._settle_finishes()
+        self.afs.observe()  # KEP-4136 samples due by now, and what is held now; the queues pop below
+        snap, nominations = await self._nominate()
+        if self.clock is not None and self.verdicts.enabled:
+            heads, parked = await self._fold(nominations)
+        else:
+            heads, parked = [(n.head, name) for name, n in nominations if n.head is not None], False
+        await self._reclaim(snap, heads)
+        result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
+                           namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
+        touched = await self._evict(result)
+        settled, committed = await self._admit(result)
+        parks = self._requeue_rest(result, settled, touched)
+        return parks or parked or committed or bool(touched)
+
+    async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
+        """Every ClusterQueue is asked at once, then the answers are read in order: one trip
+        through the event loop per round instead of one per ClusterQueue.  Every balance of the
+        cycle's copy is replaced (asked, idle, or a Cohort's cached report), and every admitted
+        set emptied: the round's reclaim queries fill in what they reach."""
+        snap = self.forest.cycle_copy(refresh=False)
+        fold = self.clock is not None and self.verdicts.enabled
+        cqs = self.forest.cluster_queues
+        requeue = self._take_requeues()
+        limits, idle = self._fold_limit, self._idle
+        for name in requeue:
+            idle.pop(name, None)
+        asked = []
+        for name, actor in self.cluster_queues.items():
+            snap.cluster_queues[name].workloads = {}
+            if name in idle:
+                snap.cluster_queues[name].node.usage = dict(idle[name])  # nothing to pop, nothing changed
+                continue
+            limit = limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT) if fold else 0
+            known = self.verdicts.known(cqs[name]) if limit else None
+            asked.append((name, actor.post(Nominate(known, limit, name in requeue))))
+        nominations: list[tuple[str, Nomination]] = []
+        for name, reply in asked:
+            nomination: Nomination = await reply.result(self.cluster_queues[name].ask_timeout)
+            snap.cluster_queues[name].node.usage = nomination.report.usage
+            if nomination.head is None and not nomination.parked:
+                idle[name] = dict(nomination.report.usage)  # before the cycle charges the snapshot's
+            nominations.append((name, nomination))
+        await self._fill_cohorts(snap)
+        return snap, nominations
+
+    async def _reclaim(self, snap: Snapshot, heads: Heads) -> None:
+        """The candidates of every head whose search for victims could run, asked of the tree
+        (:mod:`actors.reclaim`) and put in the snapshot; a head the verdicts answer asks nothing."""
+        fair = bool(self.world.settings.fair_sharing)
+        queries = []
+        for wl, name in heads:
+            cq = snap.cluster_queues[name]
+            if self.verdicts.recall(cq, wl) is not None:
+                continue
+            query = query_for(snap, cq, wl, fair=fair)
+            if query is not None:
+                queries.append(query)
+        if not queries:
+            return
+        found = await ask_all(self.cluster_queues, queries, timeout=ClusterQueueActor.ask_timeout)
+        for name, workloads in found.items():
+            snap.cluster_queues[name].workloads = {wl.key: wl for wl in workloads}
+
+    async def _evict(self, result: CycleResult) -> set[str]:
+        """Commit the cycle's evictions, then release each victim's quota in its queue; the
+        ClusterQueues whose victims left (their trees' Cohorts drained of the releases)."""
+        wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
+                  if target.workload.cluster_queue is not None]
+        committed = await _commit_all(self.port, [partial(
+            self.port.evict, target.workload.key, cluster_queue=cq,
+            reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
+            for target, by, cq in wanted])
+        evicting = []
+        for (target, by, cq_name), ok in zip(wanted, committed, strict=True):
+            if not ok or cq_name is None:
+                continue
+            self._record_eviction(target.workload, by.wl, target.reason)
+            self._idle.pop(cq_name, None)
+            evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(target.workload.key))))
+        touched: set[str] = set()
+        for target, by, cq_name, reply in evicting:
+            if await reply.result(self.cluster_queues[cq_name].ask_timeout):
+                self._changed(cq_name)
+                self.events.append(("evicted", target.workload.key, by.wl.key, target.reason))
+                log.info("workload_evicted", workload=target.workload.key, cluster_queue=cq_name,
+                         preemptor=by.wl.key, reason=target.reason)
+                touched.add(cq_name)
+        # every release has climbed the victims' trees before a borrow request could miss one
+        if touched:
+            await self.drain_cohorts({n.name for name in touched
+                                      for n in self.forest.cluster_queues[name].node.ancestors()})
+        return touched
+
+    async def _admit(self, result: CycleResult) -> tuple[set[int], bool]:
+        """Reserve every admission up the tree at once, then commit the granted ones together.
+
+        The cycle checked that its admissions fit together once its victims are gone, and a
+        set of reservations that fits together is granted in any order (each node's check is
+        an upper bound on usage, and what a node charges its parent sums to the same whatever
+        the order), so this decides as one ask at a time would.  Returns the ids of the entries
+        settled here (admitted, or refused by the API server: reverted, so back in their queue
+        already) and whether any commit was attempted."""
+        now = self.now()
+        reserving = []
+        for e in result.admitted:
+            assert e.assignment is not None
+            flavors = e.assignment.flavors()  # the queue keeps it on the workload, the port is told it
+            reserving.append((e, flavors, self.cluster_queues[e.cq].post(
+                Admit(e.wl, dict(e.assignment.usage), flavors, now))))
+        granted = []
+        for e, flavors, reply in reserving:
+            answer = await reply.result(self.cluster_queues[e.cq].ask_timeout)
+            self._changed(e.cq)
+            if isinstance(answer, Denied):
+                e.status, e.reason = "skipped", RequeueReason.FAILED_AFTER_NOMINATION
+                e.message = (f"{answer.node}: {answer.fr[1]} in flavor {answer.fr[0]} would reach "
+                             f"{answer.used} + request, above {answer.allowed}")
+                continue
+            granted.append((e, flavors))
+        admit = self.port.admit
+        committed = await _commit_all(self.port, [
+            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=flavors,
+                    usage=e.assignment.usage)  # type: ignore[union-attr]
+            for e, flavors in granted])
+        settled: set[int] = set()
+        for (e, _), ok in zip(granted, committed, strict=True):
+            settled.add(id(e))
+            if not ok:
+                await self.cluster_queues[e.cq].ask(Revert(e.wl.key))  # back in its queue
+                self.reasons[e.wl.key] = "the API server refused the admission; retrying"
+                continue
+            self.reasons.pop(e.wl.key, None)
+            self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed
+            self._record_admission(e.wl, e.cq, now)
+            log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
+        return settled, bool(granted)
+
+    def _requeue_rest(self, result: CycleResult, settled: set[int], touched: set[str]) -> bool:
+        """Every other head goes back by its queue's rules (deferred to the next message to its
+        queue); whether one was parked (that changes the next round)."""
+        changed = False
+        for e in result.entries:
+            if id(e) in settled:
+                continue
+            self.reasons[e.wl.key] = e.message
+            actor = self.cluster_queues[e.cq]
+            if actor.queue.parks(e.reason):  # static configuration, safe to read
+                changed = True
+            actor.defer(Requeue(e.wl, e.reason))
+        for name in touched:
+            self._requeue_tree(name)
+        return changed
+
+    def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None:
+        """Kueue's QuotaReserved and Admitted Events, once the admission is committed (fire and forget)."""
+        recorder = self.recorder
+        manifest = self.world.raw.get(f"Workload/{wl.key}") if recorder is not None else None
+        if recorder is not None and manifest is not None:
+            recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - wl.created)
+            recorder.admitted(manifest, cluster_queue=cluster_queue)
+
+    def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None:
+        """Kueue's Preempted and EvictedDueToPreempted Events on a victim whose eviction is committed."""
+        recorder = self.recorder
+        manifest = self.world.raw.get(f"Workload/{victim.key}") if recorder is not None else None
+        if recorder is None or manifest is None:
+            return
+        by = self.world.raw.get(f"Workload/{preemptor.key}")
+        if by is not None:
+            recorder.preempted(manifest, preemptor=by, reason=reason)
+        recorder.evicted(manifest, reason="Preempted", message=f"Preempted to accommodate {preemptor.key} ({reason})")
+
+    async def _fold(self, nominations: list[tuple[str, Nomination]]) -> tuple[Heads, bool]:
+        """Fold each tree's dead rounds (:mod:`kueued.scheduling.verdicts`).
+
+        Each queue that could look ahead parked the heads the verdicts answer and popped the
+        first they do not.  A tree's rounds are dead up to the first round in which some queue
+        has a head no verdict answers: the fewest parks among its queues that still have a
+        head; a queue that could not look ahead has a live head at once.  Every queue keeps
+        that many parks (``Unpark`` undoes the rest) and its head is that round's.
+        """
+        dead: dict[str, int] = {}  # tree root -> dead rounds
+        heads_of: dict[str, Heads] = {}  # tree root -> its heads
+        for name, n in nominations:
+            root = self.verdicts.root_of(name) or name
+            live = 0 if not n.looked_ahead else len(n.parked) if n.head is not None else None
+            if live is not None:
+                dead[root] = min(dead.get(root, live), live)
+            if n.head is not None:
+                heads_of.setdefault(root, []).append((n.head, name))
+        self._next_look_ahead(dead, heads_of)
+        heads: list[tuple[Any, str]] = []
+        parked_any = False
+        unparking = []
+        for name, n in nominations:
+            root = self.verdicts.root_of(name) or name
+            keep = dead.get(root)
+            if keep is None:
+                self._fold_limit.pop(root, None)  # every queue of the tree ran dry: look far again
+            if keep is not None and keep < len(n.parked):
+                unparking.append((len(heads), name, self.cluster_queues[name].post(Unpark(keep))))
+            kept = n.parked if keep is None else n.parked[:keep]
+            for wl, verdict in kept:
+                self.reasons[wl.key] = verdict.message
+                wl.preempting = False
+            parked_any = parked_any or bool(kept)
+            heads.append((n.head, name))
+        for i, name, reply in unparking:
+            heads[i] = (await reply.result(self.cluster_queues[name].ask_timeout), name)
+        return [(wl, name) for wl, name in heads if wl is not None], parked_any
+
+    def _next_look_ahead(self, dead: dict[str, int], heads_of: dict[str, Heads]) -> None:
+        """A tree looks ahead next round about as far as its rounds were dead this one: a queue
+        that parks far past its tree's dead rounds only has to unpark again.  A tree with a live
+        round does not look ahead at all (on a busy tree every look-ahead was undone) until a
+        round in which the verdicts answer every one of its heads."""
+        cqs = self.forest.cluster_queues
+        for root, rounds in dead.items():
+            if rounds == 0 and not self.verdicts.dead(heads_of.get(root, ()), cqs):
+                rounds = -1
+            self._fold_limit[root] = 0 if rounds < 0 else min(FOLD_LIMIT, 4 * rounds + 8)
+
+
+async def _commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]]) -> list[bool]:
+    """Run the round's commits concurrently, at most COMMITS_IN_FLIGHT at a time; results in order.
+
+    A port that answers without waiting (``instant``, the in-memory one) gains nothing from
+    tasks: its commits run one after another, in exactly the order the round decided them.
+    """
+    if len(calls) <= 1 or getattr(port, "instant", False):
+        return [await call() for call in calls]
+    results = [False] * len(calls)
+    limiter = anyio.CapacityLimiter(COMMITS_IN_FLIGHT)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            results[i] = await calls[i]()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(one, i)
+    return results

@@ -1,0 +1,133 @@
+"""Reclaim travels down the tree as messages: checked against the pure search over the whole tree.
+
+Random trees, limits, policies and workloads (``test_engine_properties.scenarios``) are run
+to quiescence on the actors; then, on the final balances:
+
+* the queues a :class:`~actors.messages.Reclaim` query reaches through the actors are
+  exactly those the pure classical search looks at (``candidates.reclaim_reach``): the
+  Cohorts prune every subtree within its quota, and nothing else;
+* for every pending workload, the pure cycle given only the workloads its query reached
+  decides exactly what it decides given every workload of the tree (the same victims, the
+  same verdict), under classical preemption and under fair sharing.  A pruning that drops
+  a subtree the search would enter changes some victim, so it fails here.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.harness import LiveEngine
+from actors.messages import Reclaim
+from actors.reclaim import gather, query_for
+from kueued.engine.wiring import make_iterate, make_preemptor
+from kueued.scheduling.cycle import run_cycle
+from kueued.scheduling.preemption.candidates import reclaim_reach
+from kueued.scheduling.snapshot import Snapshot
+from kueued.world import World
+from tests.scheduling.test_engine_properties import scenarios
+
+FAIR_SHARING = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+
+
+def _settled(docs: list[dict]) -> tuple[World, LiveEngine]:
+    world = World()
+    for d in docs:
+        world.apply(d)
+    engine = LiveEngine(world)
+    return world, engine
+
+
+def _decide(snap: Snapshot, world: World, key: str, cq: str) -> tuple:
+    snap = snap.clone()
+    result = run_cycle(snap, [(world.workloads[key], cq)], preemptor=make_preemptor(snap, world),
+                       namespaces=world.namespaces, iterate=make_iterate(world))
+    (entry,) = result.entries
+    return (entry.status, sorted(t.workload.key for t in entry.targets),
+            sorted((t.workload.key, t.reason) for t, _ in result.evictions))
+
+
+def _only(snap: Snapshot, reached: dict) -> Snapshot:
+    """The snapshot as a round sees it: each queue's workloads only where a query reached it."""
+    out = snap.clone()
+    for name, cq in out.cluster_queues.items():
+        cq.workloads = {wl.key: wl for wl in reached.get(name, ())}
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.booleans())
+def test_a_reclaim_query_reaches_what_the_pure_search_looks_at_and_decides_alike(docs, fair) -> None:
+    if fair:
+        docs = [FAIR_SHARING, *docs]
+    world, engine = _settled(docs)
+    with engine:
+        engine.run(max_cycles=500)
+        pending = {name: [wl.key for wl in engine.pending(name)] for name in engine.coordinator.cluster_queues}
+        final = engine.state
+        actors = engine.coordinator.cluster_queues
+        for name, keys in pending.items():
+            cq = final.cluster_queues[name]
+            frs = frozenset(fr for fr in cq.node.limits)
+            if not frs:
+                continue
+            query = Reclaim(name, frs, fair)
+            found, _ = engine._call(gather, actors[name], query)
+            if not fair:
+                assert set(found) == reclaim_reach(final, cq, frs), name
+            for key in keys:
+                asked = query_for(final, cq, world.workloads[key], fair=fair)
+                reached = engine._call(gather, actors[name], asked)[0] if asked is not None else {}
+                assert _decide(_only(final, reached), world, key, name) == _decide(final, world, key, name), key
+
+
+def test_a_query_skips_a_subtree_within_its_quota_and_enters_one_over_it() -> None:
+    """root: left {a (3 cpu, holds 3), b (3, holds 0)}, right {c (2, holds 4: borrowing), d}.
+
+    From b, for cpu: left is b's own side, so a is asked (a within its quota is still on the
+    path: Kueue's walk enters every child of an ancestor that is over its quota, and prunes
+    a within-quota child; a holds exactly its quota, so it is pruned); right is over its
+    quota (4 of 2 + 0), so it is entered, and c (over) is asked, d (within) is not."""
+    from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
+    pre = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"}
+    docs = [namespace("ns"), flavor("default"), cohort("root"),
+            cohort("left", parent="root"), cohort("right", parent="root"),
+            cluster_queue("a", quotas("default", cpu="3"), cohort="left", preemption=pre),
+            cluster_queue("b", quotas("default", cpu="3"), cohort="left", preemption=pre),
+            cluster_queue("c", quotas("default", cpu="2"), cohort="right", preemption=pre),
+            cluster_queue("d", quotas("default", cpu="0"), cohort="right", preemption=pre),
+            *(local_queue(f"lq-{q}", "ns", q) for q in "abcd"),
+            workload("a1", "ns", "lq-a", cpu="3"), workload("c1", "ns", "lq-c", cpu="4", created=1)]
+    world, engine = _settled(docs)
+    with engine:
+        engine.run()
+        assert world.workloads["ns/a1"].admitted and world.workloads["ns/c1"].admitted
+        found, searched = engine._call(gather, engine.coordinator.cluster_queues["b"],
+                                       Reclaim("b", frozenset({("default", "cpu")})))
+    assert set(found) == {"b", "c"}
+    assert [wl.key for wl in found["c"]] == ["ns/c1"]
+    assert {"a", "d"}.isdisjoint(searched)  # never sent to the pruned ones
+    assert set(searched) >= {"b", "left", "root", "right", "c"}
+
+
+def test_a_query_never_waits_inside_the_tree() -> None:
+    """Every query of a round sent at once from both sides of a tree: the answers come back
+    (a Cohort that waited for its parent while the parent waited for it would deadlock)."""
+    from actors.reclaim import ask_all
+    from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
+    pre = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+    docs = [namespace("ns"), flavor("default"), cohort("root"),
+            *(cohort(f"co{i}", parent="root") for i in range(4)),
+            *(cluster_queue(f"q{i}", quotas("default", cpu="1"), cohort=f"co{i % 4}", preemption=pre)
+              for i in range(16)),
+            *(local_queue(f"lq{i}", "ns", f"q{i}") for i in range(16)),
+            *(workload(f"w{i}", "ns", f"lq{i}", cpu="2", created=i) for i in range(16))]
+    world, engine = _settled(docs)
+    with engine:
+        engine.run()
+        queries = [Reclaim(f"q{i}", frozenset({("default", "cpu")})) for i in range(16)]
+        found = engine._call(ask_all, engine.coordinator.cluster_queues, queries)  # (a deadlock hangs)
+    held = {name for name, wls in found.items() if wls}
+    assert held == {wl.cluster_queue for wl in world.workloads.values() if wl.admitted}
+

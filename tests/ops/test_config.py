@@ -1,0 +1,110 @@
+"""The config file: strict decoding with FILE:LINE errors, `kueued config check`, flags over file over defaults."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from kueued.cli import _parser, _settle, main
+from kueued.config import DEFAULTS, Config, ConfigError, configuration_manifest, line_of, load
+from kueued.world import World
+
+SHIPPED = Path(__file__).parents[2] / "config" / "kueued.toml"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "kueued.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_file_is_all_defaults_and_names_every_setting() -> None:
+    assert load(SHIPPED) == DEFAULTS
+    uncommented = "\n".join(line.lstrip("# ") for line in SHIPPED.read_text().splitlines())
+    for section in msgspec.structs.fields(Config):
+        value = getattr(DEFAULTS, section.name)
+        keys = [f"{section.name}.{f.name}" for f in msgspec.structs.fields(value)] if isinstance(
+            value, msgspec.Struct) else [section.name]
+        for key in keys:
+            assert line_of(uncommented, key), f"{key} is not documented in config/kueued.toml"
+
+
+@pytest.mark.parametrize("text, line, key, why", [
+    pytest.param("[metrics]\nport = 70000\n", 2, "metrics.port", "<= 65535", id="out-of-range"),
+    pytest.param("# c\n[metrics]\naddress = '::'\nportt = 9\n", 4, "metrics.portt", "unknown key", id="unknown-key"),
+    pytest.param("[log]\nlevel = 'LOUD'\n", 2, "log.level", "Invalid enum value 'LOUD'", id="bad-enum"),
+    pytest.param("[daemon]\n\ninterval = 0\n", 3, "daemon.interval", ">= 0.01", id="zero-interval"),
+    pytest.param("[metric]\nport = 1\n", 1, "metric", "unknown key", id="unknown-table"),
+    pytest.param("[kube]\njob_integration = 'yes'\n", 2, "kube.job_integration", "Expected `bool`", id="type"),
+    pytest.param("[fair_sharing]\nenabled = true\npreemption_strategies = ['Nope']\n", 3,
+                 "fair_sharing.preemption_strategies", "Unsupported value", id="kueue-validation"),
+    pytest.param("[feature_gates]\nA = 1\n", 1, "feature_gates", "Expected `bool`", id="gate-value"),
+    pytest.param("[metrics\nport = 1\n", 1, "", "not valid TOML", id="syntax"),
+])
+def test_a_bad_value_names_the_key_and_its_line(tmp_path: Path, text: str, line: int, key: str, why: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    (problem,) = caught.value.problems
+    assert (problem.file, problem.line, problem.key) == (str(path), line, key)
+    assert why in problem.reason
+    assert str(problem).startswith(f"{path}:{line}: ")
+
+
+def test_config_check_prints_a_summary_or_the_errors(tmp_path: Path, capsys) -> None:
+    good = _write(tmp_path, "[metrics]\nport = 9464\n[fair_sharing]\nenabled = true\n")
+    assert main(["config", "check", str(good)]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.count("\n") == 0 and "metrics 127.0.0.1:9464" in out and "fair sharing on" in out
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[leader_election]\nenabled = true\nlease_duration = 5.0\n")
+    assert main(["config", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:1: leader_election:" in err and "renew deadline" in err
+    assert main(["config", "check", str(tmp_path / "missing.toml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def _run_args(*argv: str) -> argparse.Namespace:
+    return _parser().parse_args(["run", "--manifests", ".", *argv])
+
+
+def test_flags_override_the_file_which_overrides_the_defaults(tmp_path: Path) -> None:
+    path = _write(tmp_path, "[metrics]\nport = 9464\naddress = '0.0.0.0'\n[daemon]\ninterval = 5\n"
+                            "[leader_election]\nname = 'from-file'\n[log]\nlevel = 'INFO'\n")
+    args = _run_args("--config", str(path), "--metrics-port", "9999", "--leader-elect")
+    live = _settle(args)
+    assert (args.metrics_port, args.metrics_address, args.interval) == (9999, "0.0.0.0", 5.0)
+    assert (args.leader_elect, args.leader_elect_name, args.leader_elect_namespace) == (True, "from-file",
+                                                                                        "kueued-system")
+    assert live is not None and live.config.log.level == "INFO" and live.config.metrics.port == 9999
+    args = _run_args()  # no file: the defaults, from the one place they are written
+    assert _settle(args) is None
+    assert (args.interval, args.metrics_port, args.leader_elect_lease_duration) == (
+        DEFAULTS.daemon.interval, DEFAULTS.metrics.port, DEFAULTS.leader_election.lease_duration)
+
+
+def test_run_refuses_a_bad_file_before_starting(tmp_path: Path, capsys) -> None:
+    path = _write(tmp_path, "[metrics]\nport = -1\n")
+    assert main(["run", "--manifests", str(tmp_path), "--config", str(path)]) == 2
+    assert f"{path}:2: metrics.port" in capsys.readouterr().err
+
+
+def test_the_scheduling_sections_become_a_kueue_configuration() -> None:
+    assert configuration_manifest(DEFAULTS) is None  # nothing to apply: a Configuration object keeps its say
+    cfg = load_text("[fair_sharing]\nenabled = true\n[elastic_quota]\ndelay_evict_time = 30\n"
+                    "[feature_gates]\nFairSharingPreemptWithinNominal = false\n")
+    world = World()
+    manifest = configuration_manifest(cfg)
+    assert manifest is not None
+    world.apply(manifest)
+    assert world.rejected == {}
+    assert world.settings.fair_sharing and world.settings.delay_evict_time == 30.0
+    assert world.settings.feature_gates == {"FairSharingPreemptWithinNominal": False}
+
+
+def load_text(text: str) -> Config:
+    return msgspec.toml.decode(text, type=Config)

@@ -1,0 +1,98 @@
+"""``kueued status`` from files: the tree's numbers after a run, worked out by hand (``ops_trees``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from actors.simulation import run_actors
+from kueued.cli import main
+from kueued.ops.status import status_from_files
+from kueued.ops.tree import node_statuses, settle
+from kueued.world import World
+from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
+from tests.ops.ops_trees import GPU, two_levels
+
+
+def _numbers(report, key: str) -> tuple[str, ...]:
+    a = report.nodes[key].resources["a100"][GPU]
+    return a.nominal, a.quota, a.used, a.borrowed, a.lent
+
+
+@pytest.mark.parametrize(("key", "numbers", "pending", "admitted"), [
+    pytest.param("Cohort/org", ("0", "20", "16", "0", "0"), 1, 3, id="root"),
+    pytest.param("Cohort/research", ("0", "14", "16", "2", "0"), 1, 3, id="cohort-borrowing-from-its-parent"),
+    pytest.param("ClusterQueue/vision", ("10", "10", "16", "6", "0"), 1, 3, id="borrower"),
+    pytest.param("ClusterQueue/nlp", ("4", "4", "0", "0", "4"), 0, 0, id="lender-in-research"),
+    pytest.param("ClusterQueue/ops", ("6", "6", "0", "0", "2"), 0, 0, id="lender-to-research"),
+])
+def test_each_node_shows_nominal_quota_used_borrowed_lent_and_counts(key: str, numbers: tuple[str, ...],
+                                                                       pending: int, admitted: int) -> None:
+    report = status_from_files(two_levels(), runner=run_actors)
+    assert _numbers(report, key) == numbers
+    assert (report.nodes[key].pending, report.nodes[key].admitted) == (pending, admitted)
+
+
+def test_nodes_come_in_tree_order_with_parents_depths_and_limits() -> None:
+    report = status_from_files(two_levels(), runner=run_actors)
+    assert [(k, n.parent, n.depth) for k, n in report.nodes.items()] == [
+        ("Cohort/org", None, 0), ("Cohort/research", "org", 1), ("ClusterQueue/nlp", "research", 2),
+        ("ClusterQueue/vision", "research", 2), ("ClusterQueue/ops", "org", 1)]
+    assert report.nodes["ClusterQueue/vision"].resources["a100"][GPU].borrowing_limit == "6"
+
+
+def test_idle_quota_lent_to_one_borrower_is_shared_by_what_each_lender_has_idle() -> None:
+    # a (2) uses 7, borrowing 5; b (3) and d (6) are idle: 5 * 3/9 and 5 * 6/9 = 1.67 and 3.33,
+    # the remaining unit to the larger remainder (b): 2 and 3, adding up to the 5 borrowed.
+    world = World()
+    for m in [namespace("ns"), flavor("f"),
+              *(cluster_queue(n, quotas("f", cpu=q), cohort="c") for n, q in (("a", "2"), ("b", "3"), ("d", "6"))),
+              local_queue("lq", "ns", "a"), workload("w", "ns", "lq", cpu="7")]:
+        world.apply(m)
+    world.workloads["ns/w"].admit("a", {("f", "cpu"): 7000}, {"main": {"cpu": "f"}}, at=0)
+    nodes = node_statuses(world, settle(world))
+    assert [(nodes[f"ClusterQueue/{n}"].resources["f"]["cpu"].borrowed,
+             nodes[f"ClusterQueue/{n}"].resources["f"]["cpu"].lent) for n in "abd"] == [
+        ("5", "0"), ("0", "2"), ("0", "3")]
+
+
+def test_a_cohort_s_own_quota_covers_its_members_borrowing_before_they_lend() -> None:
+    # research holds 3 of its own: vision's 5 over its nominal takes those 3 first, then 2 of nlp's 4.
+    world = World()
+    for m in [namespace("ns"), flavor("a100"), cohort("research", quotas("a100", cpu="3")),
+              cluster_queue("vision", quotas("a100", cpu="5"), cohort="research"),
+              cluster_queue("nlp", quotas("a100", cpu="4"), cohort="research"),
+              local_queue("lq", "ns", "vision"), workload("w", "ns", "lq", cpu="10")]:
+        world.apply(m)
+    world.workloads["ns/w"].admit("vision", {("a100", "cpu"): 10_000}, {"main": {"cpu": "a100"}}, at=0)
+    nodes = node_statuses(world, settle(world))
+    research = nodes["Cohort/research"].resources["a100"]["cpu"]
+    assert (research.nominal, research.quota, research.used) == ("3", "12", "10")
+    assert nodes["ClusterQueue/vision"].resources["a100"]["cpu"].borrowed == "5"
+    assert nodes["ClusterQueue/nlp"].resources["a100"]["cpu"].lent == "2"
+
+
+def test_the_command_prints_json_and_a_tree(tmp_path, capsys) -> None:
+    path = tmp_path / "tree.yaml"
+    path.write_text(yaml.safe_dump_all(two_levels()))
+    assert main(["status", str(path), "--output", "json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["source"] == "files"
+    assert body["nodes"]["ClusterQueue/vision"]["resources"]["a100"][GPU] == {
+        "nominal": "10", "quota": "10", "used": "16", "borrowed": "6", "lent": "0", "borrowingLimit": "6"}
+    assert body["nodes"]["Cohort/research"]["pending"] == 1
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Cohort org  pending 1 · admitted 3" in out
+    assert "a100 nvidia.com/gpu: used 0 of quota 4 · lent 4" in out
+    assert "a100 nvidia.com/gpu: used 16 of quota 10 · borrowed 6 · borrowingLimit 6" in out
+
+
+def test_a_workload_routed_nowhere_is_listed_apart(tmp_path, capsys) -> None:
+    path = tmp_path / "tree.yaml"
+    path.write_text(yaml.safe_dump_all([*two_levels(), workload("lost", "ns", "nope", cpu="1")]))
+    assert main(["status", str(path), "-o", "json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["unrouted"] == {"ns/lost": "LocalQueue nope doesn't exist in namespace ns"}
