@@ -28,6 +28,7 @@ from actors.messages import (
     Reached,
     Recharge,
     Reclaim,
+    Released,
     Replace,
     Report,
     Requeue,
@@ -49,6 +50,7 @@ class ClusterQueueActor(NodeActor):
         super().__init__(name, is_cohort=False)
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
+        self.evicting: set[str] = set()  # admitted, eviction committed, reservation not yet cleared
         self.active = True
         self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None] = ([], None)  # last fold-ahead
 
@@ -59,7 +61,8 @@ class ClusterQueueActor(NodeActor):
 
     def handle(self, msg: Any) -> Any:
         """A value, or a coroutine for the messages that wait on the parent (the runtime
-        awaits it): most messages never wait, and a coroutine per message was measurable."""
+        awaits it): most messages never wait, and a coroutine per message was measurable.
+        Here the messages about the heap; the rest in :meth:`_handle_admitted`."""
         match msg:
             case Nominate(known=known, limit=limit, requeue_parked=requeue_parked):
                 if requeue_parked:
@@ -91,6 +94,11 @@ class ClusterQueueActor(NodeActor):
                 return self.queue.requeue_inadmissible()
             case Sample():
                 return self.sample()
+        return self._handle_admitted(msg)
+
+    def _handle_admitted(self, msg: Any) -> Any:
+        """The messages about the admitted set: reserve, revert, evict, finish, adopt, report."""
+        match msg:
             case Admit():
                 return self._admit(msg)
             case Revert(key=key):
@@ -101,6 +109,12 @@ class ClusterQueueActor(NodeActor):
                 self.queue.push(wl)
                 return None
             case Evict(key=key):
+                if key not in self.admitted:
+                    return False
+                self.evicting.add(key)  # still holds its quota: a preemptor waits for Released
+                return True
+            case Released(key=key):
+                self.evicting.discard(key)
                 wl = self._unhold(key)
                 if wl is None:
                     return False
@@ -110,6 +124,7 @@ class ClusterQueueActor(NodeActor):
                 self.queue.push(wl)
                 return True
             case Finish(key=key):
+                self.evicting.discard(key)
                 wl = self._unhold(key)
                 if wl is None:
                     return self.queue.remove(key) is not None

@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import anyio
 import structlog
 from anyio.abc import TaskGroup
 
@@ -82,6 +81,7 @@ class Coordinator(Rounds):
         # Queues that had nothing to pop, with the balance they reported then: not asked again
         # until a message that can change them is sent (every such message is the coordinator's).
         self._idle: dict[str, dict] = {}
+        self._evicting: dict[str, str] = {}  # workload -> its queue: eviction committed, quota still held
         self._stale_trees: dict[int, Any] = {}  # roots whose parked workloads go back before the next pop
         self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
@@ -174,7 +174,7 @@ class Coordinator(Rounds):
         key = _workload_key(manifest)
         old = self.world.workloads.get(key)
         change, _ = self.world.apply(manifest)
-        await self._react(change, key, old, tg)
+        await self._react(change, key, old, tg, status_kept=bool(manifest.get("status")))
         return change
 
     async def delete(self, manifest: dict, tg: TaskGroup) -> Change:
@@ -184,14 +184,22 @@ class Coordinator(Rounds):
         await self._react(change, key, old, tg)
         return change
 
-    async def _react(self, change: Change, key: str, old: WorkloadInfo | None, tg: TaskGroup) -> None:
+    async def _react(self, change: Change, key: str, old: WorkloadInfo | None, tg: TaskGroup, *,
+                     status_kept: bool = False) -> None:
+        """``status_kept``: the new version comes with a status (a cluster's Workload; a file's
+        manifest has none, unless it describes a workload admitted beforehand)."""
         if change is Change.TOPOLOGY:
             await self.sync_topology(tg)
         elif change is Change.ROUTING:
             await self._reroute_pending()
         elif change is Change.WORKLOAD:
             wl = self.world.workloads.get(key)
-            if old is not None and wl is not None and await self._carry_admission(old, wl):
+            if old is not None and wl is not None and not old.admitted and wl.admitted and _evicted(wl):
+                # The echo of an eviction's first phase that kueued has already taken to its end
+                # (the reservation cleared, the quota given back): the quota is not held again.
+                wl.release()
+            if (old is not None and wl is not None and not (status_kept and not wl.admitted)
+                    and await self._carry_admission(old, wl)):
                 return
             # only this workload moves: its old version out, its new one (if any) in
             if old is not None:
@@ -208,7 +216,8 @@ class Coordinator(Rounds):
         The new version must have the same pod sets and LocalQueue and still route to the
         same ClusterQueue: a label, an annotation or a priority may change.  The manifest
         source carries no status, so without this any edit released the quota and queued
-        the workload again.  The queue then holds the new version in the old one's place.
+        the workload again (a version that comes with a status and no admission is never
+        carried: its reservation was cleared, by an eviction's second phase or by hand).  The queue then holds the new version in the old one's place.
         On a cluster the new version is usually the echo of kueued's own status write: it
         holds the same reservation, which is kept as it stands.
         """
@@ -237,6 +246,7 @@ class Coordinator(Rounds):
         so that is where it waits).  A workload that routes nowhere is asked of every queue.
         """
         self._idle.clear()
+        self._evicting.pop(wl.key, None)
         name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
         holders = [name] if name in self.cluster_queues else list(self.cluster_queues)
         for name in holders:
@@ -269,6 +279,7 @@ class Coordinator(Rounds):
         """A workload finished: it leaves the World, its actor releases the quota, and the
         parked workloads of its tree are requeued (Kueue's reaction to a Finished workload)."""
         wl = self.world.workloads.pop(key, None)
+        self._evicting.pop(key, None)
         self.world.raw.pop(f"Workload/{key}", None)
         self.reasons.pop(key, None)
         if wl is None:
@@ -416,17 +427,11 @@ def _within(node: QuotaNode) -> dict[tuple[str, str], int]:
     return {fr: q - qn.local_quota(node, fr) for fr, q in node.subtree.items()}
 
 
+def _evicted(wl: WorkloadInfo) -> bool:
+    """Whether the Workload's status says it was evicted (Kueue's ``Evicted`` condition, True)."""
+    return any(c.type == "Evicted" and c.status == "True" for c in wl.obj.status.conditions)
+
+
 def _workload_key(manifest: dict) -> str:
     meta = manifest.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}" if manifest.get("kind") == "Workload" else ""
-
-
-async def simulate_world(world: World, port: ApiPort, *, preemptor, iterate) -> Coordinator:
-    """Start every actor, schedule to quiescence, stop them all (structured concurrency)."""
-    coord = Coordinator(world, port, preemptor=preemptor, iterate=iterate)
-    async with anyio.create_task_group() as tg:
-        await coord.sync_topology(tg)
-        await coord.run_to_quiescence()
-        coord.final = await coord.assemble()
-        coord.stop()
-    return coord

@@ -84,6 +84,45 @@ STOP_GRACE = 10.0
 """Seconds a stop waits for the pass in flight before cancelling it (the unit's TimeoutStopSec is longer)."""
 
 
+async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], float],
+                 status: StatusPublisher | None, metrics: Metrics | None) -> tuple[Coordinator, ElasticCoordinator]:
+    """Both coordinators with their actors started, and who records their decisions."""
+    # A run's outcome reads every eviction; a daemon runs for months and reads none (the
+    # structured log and the API carry them), so it keeps only the latest for debugging.
+    coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world),
+                        keep_events=EVENTS_KEPT)
+    coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
+    elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
+                                 delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT)
+    await coord.sync_topology(tg)
+    await elastic.start(tg)
+    if status is not None:
+        await tg.start(status.run)  # its Event writers
+        coord.recorder = status.recorder  # admissions and evictions become Events
+    if metrics is not None:  # each committed admission's wait, each preemption by the preemptor's queue
+        coord.recorder = DecisionRecorder(metrics, coord.recorder, cluster_queue_of=partial(_queue_of, world))
+    return coord, elastic
+
+
+async def _rounds(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort, reasons: ReasonLog,
+                  metrics: Metrics | None, until: Callable[[], bool], changed: int) -> bool:
+    """Both coordinators' rounds, for at most an interval (``until``), and what follows them:
+    evictions finished, pending reasons written, metrics refreshed.  Whether the rounds paused
+    before quiescence."""
+    rounds = await coord.run_to_quiescence(until=until)
+    unsettled = not coord.quiescent
+    elastic_rounds = await elastic.run_to_quiescence()
+    await elastic.publish()
+    await port.finish_evictions()
+    log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
+             elastic_rounds=elastic_rounds)
+    await reasons.update(coord, port)
+    await port.flush_pending()
+    if metrics is not None:
+        await _observe(metrics, coord, elastic, port, rounds + elastic_rounds)
+    return unsettled
+
+
 async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 2.0,
                      on_settled: Callable[[Coordinator], None] | None = None,
                      handle_signals: bool = True, metrics: Metrics | None = None,
@@ -98,20 +137,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         source = ManifestDirectory(source)
     world = world if world is not None else World()
     async with anyio.create_task_group() as tg:
-        # A run's outcome reads every eviction; a daemon runs for months and reads none (the
-        # structured log and the API carry them), so it keeps only the latest for debugging.
-        coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world),
-                            keep_events=EVENTS_KEPT)
-        coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
-        elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
-                                     delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT)
-        await coord.sync_topology(tg)
-        await elastic.start(tg)
-        if status is not None:
-            await tg.start(status.run)  # its Event writers
-            coord.recorder = status.recorder  # admissions and evictions become Events
-        if metrics is not None:  # each committed admission's wait, each preemption by the preemptor's queue
-            coord.recorder = DecisionRecorder(metrics, coord.recorder, cluster_queue_of=partial(_queue_of, world))
+        coord, elastic = await _start(world, port, tg, clock=clock, status=status, metrics=metrics)
         health = health if health is not None else Health()
         # Without leader election this process commits from the start; with it (``elected``), the
         # elector calls health.set_leader as it wins or loses the lease, and the port is fenced
@@ -143,18 +169,8 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                 if changed or unsettled or not ready or (due is not None and due <= clock()):
                     if elastic_changed:
                         await elastic.sync_world(world)
-                    pause_at = clock() + interval
-                    rounds = await coord.run_to_quiescence(until=partial(_pause, clock, pause_at, stop, notifier))
-                    unsettled = not coord.quiescent
-                    elastic_rounds = await elastic.run_to_quiescence()
-                    await elastic.publish()
-                    await port.finish_evictions()
-                    log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
-                             elastic_rounds=elastic_rounds)
-                    await reasons.update(coord, port)
-                    await port.flush_pending()
-                    if metrics is not None:
-                        await _observe(metrics, coord, elastic, port, rounds + elastic_rounds)
+                    until = partial(_pause, clock, clock() + interval, stop, notifier)
+                    unsettled = await _rounds(coord, elastic, port, reasons, metrics, until, changed)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
                 if status is not None:  # every pass, idle ones too: a write held back for its interval goes out

@@ -8,7 +8,8 @@ Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Releas
                names the child it comes from, so a Cohort knows what each child holds of it.
 Up and down:   Reclaim (a preemptor's candidate query: up from its ClusterQueue, and down
                into every subtree that can hold candidates), answered by Reached.
-Down the tree: Evict (a reclaim: release a victim and requeue it).
+Down the tree: Evict, then Released (a reclaim in Kueue's two phases: the victim keeps its quota
+               until its reservation is cleared, then it is released and requeued).
 Coordinator -> ClusterQueue: Nominate (a round's head and balance), Enqueue, Forget,
 Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Replace, Report, Reclaim.
 Coordinator -> any node: Report, Configure, Recharge.
@@ -185,6 +186,15 @@ class Revert(Msg, frozen=True):
 
 
 class Evict(Msg, frozen=True):
+    """The eviction is committed (its first phase): the victim keeps its quota until ``Released``."""
+
+    key: str
+
+
+class Released(Msg, frozen=True):
+    """The eviction has cleared the victim's reservation (its second phase): release its quota
+    up the tree and return it to the heap."""
+
     key: str
 
 

@@ -42,7 +42,7 @@ import anyio
 import structlog
 
 from actors.cluster_queue import ClusterQueueActor
-from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Requeue, Revert, Unpark
+from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Released, Requeue, Revert, Unpark
 from actors.reclaim import ask_all, query_for
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import CycleResult, run_cycle
@@ -95,6 +95,7 @@ class Rounds:
         recorder: Recorder | None
         _idle: dict[str, dict]
         _fold_limit: dict[str, int]
+        _evicting: dict[str, str]
 
         async def _settle_finishes(self) -> None: ...
         def _take_requeues(self) -> set[str]: ...
@@ -108,6 +109,7 @@ class Rounds:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
         await self._settle_finishes()
+        await self._settle_evictions()
         self.afs.observe()  # KEP-4136 samples due by now, and what is held now; the queues pop below
         snap, nominations = await self._nominate()
         if self.clock is not None and self.verdicts.enabled:
@@ -117,10 +119,10 @@ class Rounds:
         await self._reclaim(snap, heads)
         result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
                            namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
-        touched = await self._evict(result)
+        touched, evicted = await self._evict(result)
         settled, committed = await self._admit(result)
         parks = self._requeue_rest(result, settled, touched)
-        return parks or parked or committed or bool(touched)
+        return parks or parked or committed or evicted
 
     async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
         """Every ClusterQueue is asked at once, then the answers are read in order: one trip
@@ -171,9 +173,13 @@ class Rounds:
         for name, workloads in found.items():
             snap.cluster_queues[name].workloads = {wl.key: wl for wl in workloads}
 
-    async def _evict(self, result: CycleResult) -> set[str]:
-        """Commit the cycle's evictions, then release each victim's quota in its queue; the
-        ClusterQueues whose victims left (their trees' Cohorts drained of the releases)."""
+    async def _evict(self, result: CycleResult) -> tuple[set[str], bool]:
+        """Commit the cycle's evictions (their first phase) and tell each victim's queue; a victim
+        keeps its quota until the port says its reservation is cleared (``released``), which in
+        ``simulate`` is at once and on a cluster once the Workload no longer holds its admission
+        (a later round's :meth:`_settle_evictions` releases it then).  Returns the ClusterQueues
+        whose victims left (their trees' Cohorts drained of the releases), and whether any
+        eviction was committed."""
         wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
                   if target.workload.cluster_queue is not None]
         committed = await _commit_all(self.port, [partial(
@@ -187,19 +193,41 @@ class Rounds:
             self._record_eviction(target.workload, by.wl, target.reason)
             self._idle.pop(cq_name, None)
             evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(target.workload.key))))
-        touched: set[str] = set()
+        releasing = []
         for target, by, cq_name, reply in evicting:
+            key = target.workload.key
+            if not await reply.result(self.cluster_queues[cq_name].ask_timeout):
+                continue
+            self.events.append(("evicted", key, by.wl.key, target.reason))
+            log.info("workload_evicted", workload=key, cluster_queue=cq_name,
+                     preemptor=by.wl.key, reason=target.reason)
+            if self.port.released(key):
+                releasing.append((cq_name, self.cluster_queues[cq_name].post(Released(key))))
+            else:
+                self._evicting[key] = cq_name  # quota held until the reservation is cleared
+        touched: set[str] = set()
+        for cq_name, reply in releasing:
             if await reply.result(self.cluster_queues[cq_name].ask_timeout):
                 self._changed(cq_name)
-                self.events.append(("evicted", target.workload.key, by.wl.key, target.reason))
-                log.info("workload_evicted", workload=target.workload.key, cluster_queue=cq_name,
-                         preemptor=by.wl.key, reason=target.reason)
                 touched.add(cq_name)
         # every release has climbed the victims' trees before a borrow request could miss one
         if touched:
             await self.drain_cohorts({n.name for name in touched
                                       for n in self.forest.cluster_queues[name].node.ancestors()})
-        return touched
+        return touched, bool(evicting)
+
+    async def _settle_evictions(self) -> None:
+        """Release the victims whose reservation the port has since cleared (an eviction's second
+        phase, on a cluster after the first): their quota goes back and their tree is requeued."""
+        for key, cq_name in list(self._evicting.items()):
+            if not self.port.released(key):
+                continue
+            del self._evicting[key]
+            actor = self.cluster_queues.get(cq_name)
+            if actor is not None and await actor.ask(Released(key)):
+                self._idle.pop(cq_name, None)
+                self._changed(cq_name)
+                self._requeue_tree(cq_name)
 
     async def _admit(self, result: CycleResult) -> tuple[set[int], bool]:
         """Reserve every admission up the tree at once, then commit the granted ones together.

@@ -34,7 +34,7 @@ from kueued.simulate import simulate as _simulate
 from kueued.simulate import simulate_timed as _simulate_timed
 from kueued.world import World
 
-__all__ = ["simulate", "simulate_timed", "run_actors", "run_actors_timed"]
+__all__ = ["simulate", "simulate_timed", "run_actors", "run_actors_timed", "simulate_world"]
 
 
 def simulate(manifests: list[dict[str, Any]]) -> Report:
@@ -109,3 +109,14 @@ def _report(world: World, coord: Coordinator, outcome: ElasticOutcome | None) ->
     if outcome is not None:
         merge_outcome(report, outcome)
     return report
+
+
+async def simulate_world(world: World, port: ApiPort, *, preemptor, iterate) -> Coordinator:
+    """Start every actor, schedule to quiescence, stop them all (structured concurrency)."""
+    coord = Coordinator(world, port, preemptor=preemptor, iterate=iterate)
+    async with anyio.create_task_group() as tg:
+        await coord.sync_topology(tg)
+        await coord.run_to_quiescence()
+        coord.final = await coord.assemble()
+        coord.stop()
+    return coord

@@ -24,14 +24,5 @@ class KueuedError(Exception):
     """Base of every error kueued raises on purpose."""
 
 
-class InvalidObject(KueuedError):
-    """An object refused as Kueue's or Koordinator's validation would refuse it."""
-
-    def __init__(self, key: str, errors: list[FieldError]) -> None:
-        self.key = key
-        self.errors = errors
-        super().__init__(f"{key}: " + "; ".join(str(e) for e in errors))
-
-
 class ManifestError(KueuedError):
     """A file or document that cannot be read as manifests at all."""

@@ -197,6 +197,10 @@ class KubePort:
                 done.append(workload)
         return done
 
+    def released(self, workload: str) -> bool:
+        """Phase two written: the Workload no longer holds its admission."""
+        return workload not in self._evicting
+
     def resume_eviction(self, workload: str, message: str) -> None:
         """A Workload found evicted but still holding its admission (a restart between the phases)."""
         self._evicting[workload] = message

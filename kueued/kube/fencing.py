@@ -145,6 +145,9 @@ class FencedPort:
     def resume_eviction(self, workload: str, message: str) -> None:
         self.port.resume_eviction(workload, message)
 
+    def released(self, workload: str) -> bool:
+        return self.port.released(workload)
+
     # --- the gate -----------------------------------------------------------------------------------
     def _gate(self) -> float:
         remaining = self.fence.remaining()

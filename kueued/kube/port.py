@@ -83,6 +83,11 @@ class ApiPort(Protocol):
         """A Workload found evicted but still holding its reservation (a restart between the phases)."""
         ...
 
+    def released(self, workload: str) -> bool:
+        """Whether an eviction committed for ``workload`` has also cleared its reservation (phase
+        two): only then may its quota go to someone else."""
+        ...
+
 
 class NoStatus:
     """What a port that keeps no Workload status does with it: nothing (simulate, timed runs)."""
@@ -101,6 +106,9 @@ class NoStatus:
 
     def resume_eviction(self, workload: str, message: str) -> None:
         pass
+
+    def released(self, workload: str) -> bool:
+        return True  # no status kept: the second phase is the first
 
 
 class Recorder(Protocol):

@@ -239,6 +239,59 @@ def test_no_interleaving_of_borrow_requests_over_admits(nodes, requests) -> None
     anyio.run(main)
 
 
+@settings(max_examples=150, deadline=None)
+@given(trees(), st.lists(st.tuples(st.integers(0, 5), st.integers(1, 12).map(lambda x: x * 500)), max_size=8),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(1, 12).map(lambda x: x * 500), st.integers(0, 3)),
+                min_size=1, max_size=20))
+def test_reserving_then_releasing_is_the_identity(nodes, base, extra) -> None:
+    """From any balance, borrow requests granted concurrently and then all released leave every
+    node exactly as it was: its usage, and what it counts each child as holding of it (what
+    Reclaim queries are routed by), which at rest equals the child's share of its usage."""
+    async def main():
+        async with anyio.create_task_group() as tg:
+            actors = await _actor_tree(tg, nodes)
+            leaves = [a for a in actors.values() if not a.node.is_cohort]
+            for idx, value in base:
+                await leaves[idx % len(leaves)].ask(Reserve(f"b{idx}", {FR: value}))
+            await _drain_upwards(actors)
+            before = _balances(actors)
+            granted: list[tuple[NodeActor, str, int]] = []
+
+            async def one(i, idx, value, delay):
+                for _ in range(delay):
+                    await anyio.sleep(0)
+                leaf = leaves[idx % len(leaves)]
+                if isinstance(await leaf.ask(Reserve(f"x{i}", {FR: value})), Granted):
+                    granted.append((leaf, f"x{i}", value))
+
+            async with anyio.create_task_group() as inner:
+                for i, (idx, value, delay) in enumerate(extra):
+                    inner.start_soon(one, i, idx, value, delay)
+            await _drain_upwards(actors)
+            for a in actors.values():  # at rest, each child's count is its share of its usage
+                for c in actors.values():
+                    if c.parent is a:
+                        assert a.held.get(c.name, {}).get(FR, 0) == qn.parent_share(
+                            c.node, FR, c.node.usage.get(FR, 0))
+            for leaf, key, value in granted:
+                await leaf.ask(Release(key, {FR: value}))
+            await _drain_upwards(actors)
+            after = _balances(actors)
+            assert after == before
+            for a in actors.values():
+                a.stop()
+    anyio.run(main)
+
+
+def _balances(actors: dict[str, NodeActor]) -> dict[str, tuple[dict, dict]]:
+    """Each node's usage and per-child counts, zero entries left out (a node that held and gave
+    back keeps a 0, one that never held has no entry: the same balance)."""
+    def nonzero(amounts: dict) -> dict:
+        return {k: v for k, v in amounts.items() if v}
+    return {n: (nonzero(a.node.usage), {c: nonzero(h) for c, h in a.held.items() if nonzero(h)})
+            for n, a in actors.items()}
+
+
 def test_a_denial_high_up_unwinds_every_reservation_below() -> None:
     async def main():
         root, mid, leaf = CohortActor("root"), CohortActor("mid"), ClusterQueueActor("cq", strict=False)

@@ -8,7 +8,7 @@ from kueued.kube.port import InMemoryPort
 def test_a_refused_commit_releases_the_reservation_and_retries() -> None:
     import anyio
 
-    from actors.coordinator import simulate_world
+    from actors.simulation import simulate_world
     from kueued.engine.wiring import make_iterate, make_preemptor
     from kueued.world import World
     from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload

@@ -102,6 +102,11 @@ def test_preemption_evicts_in_two_phases_and_admits_the_preemptor(daemon: Daemon
     assert _condition(low, "Evicted")["reason"] == "Preempted"
     assert _condition(low, "Preempted")["reason"] == "InClusterQueue"
     assert _condition(low, "QuotaReserved")["status"] == "False"
+    # the watch brings both phases of low's eviction back: neither charges its quota again, so the
+    # queue holds what high holds (2 cpu) and low waits (before, low's quota leaked: 4 of 2 held)
+    _wait(cluster, "jsonpath={.status.pendingWorkloads}=1", "clusterqueue/cq-b")
+    _wait(cluster, "jsonpath={.status.flavorsReservation[0].resources[0].total}=2", "clusterqueue/cq-b")
+    assert cluster.kubectl_json("get", "clusterqueue", "cq-b")["status"]["admittedWorkloads"] == 1
 
 
 def test_a_restart_keeps_every_admission_and_doubles_none(installed: Any, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from structlog.testing import capture_logs
 
-from actors.coordinator import simulate_world
+from actors.simulation import simulate_world
 from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.kube import shapes
 from kueued.kube.errors import ApiError, ApiNotFound, ApiUnavailable

@@ -1,0 +1,142 @@
+"""Evictions in Kueue's two phases: a victim keeps its quota until its reservation is cleared.
+
+The port commits an eviction's first phase (``Evicted``/``Preempted``) and says when the second
+(the reservation cleared) is done (``ApiPort.released``).  Until then the victim's quota stays
+where it is, so its preemptor cannot be admitted beside it: the API never shows more admitted
+than the tree allows.  In ``simulate`` the second phase follows the first at once.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from actors.harness import LiveEngine
+from kueued.kube.port import InMemoryPort
+from kueued.world import World
+from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+
+FR = ("default", "cpu")
+
+
+class SlowRelease(InMemoryPort):
+    """Evictions commit at once; their reservation clears only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: set[str] = set()
+
+    async def evict(self, workload: str, **kw) -> bool:
+        ok = await super().evict(workload, **kw)
+        if ok:
+            self.held.add(workload)
+        return ok
+
+    def released(self, workload: str) -> bool:
+        return workload not in self.held
+
+
+def _world() -> World:
+    world = World()
+    for m in [namespace("ns"), flavor("default"),
+              cluster_queue("q", quotas("default", cpu="2"),
+                            preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}),
+              local_queue("lq", "ns", "q"), workload("low", "ns", "lq", cpu="2", priority=0, created=1)]:
+        world.apply(m)
+    return world
+
+
+def test_a_preemptor_waits_until_its_victims_reservation_is_cleared() -> None:
+    world, port = _world(), SlowRelease()
+    with LiveEngine(world, port=port) as engine:
+        engine.run()
+        assert world.workloads["ns/low"].admitted
+        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+        engine.run()
+        assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]  # phase one committed
+        assert world.workloads["ns/low"].admitted and not world.workloads["ns/high"].admitted
+        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000  # the victim still holds it
+        port.held.clear()  # the reservation is cleared (on a cluster: the watch brings it)
+        engine.run()
+        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
+        assert world.workloads["ns/low"].evictions == 1
+    assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]  # evicted once, not twice
+
+
+def test_without_status_the_second_phase_follows_the_first() -> None:
+    world, port = _world(), InMemoryPort()
+    with LiveEngine(world, port=port) as engine:
+        engine.run()
+        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+        engine.run()
+        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+
+
+def test_a_victim_deleted_before_its_reservation_clears_is_forgotten() -> None:
+    world, port = _world(), SlowRelease()
+    with LiveEngine(world, port=port) as engine:
+        engine.run()
+        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+        engine.run()
+        engine.delete(workload("low", "ns", "lq", cpu="2", priority=0, created=1))
+        engine.run()
+        assert world.workloads["ns/high"].admitted
+        assert engine.coordinator._evicting == {}
+        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
+
+
+def _echo(manifest: dict, *, admitted: bool) -> dict:
+    """The API server's copy of a victim after an eviction's first phase (admission still held)
+    or its second (admission cleared), as the watch delivers it."""
+    m = copy.deepcopy(manifest)
+    conditions = [{"type": "Evicted", "status": "True", "reason": "Preempted", "message": "",
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                  {"type": "QuotaReserved", "status": "True" if admitted else "False",
+                   "reason": "QuotaReserved" if admitted else "Pending", "message": "",
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    m["status"] = {"conditions": conditions}
+    if admitted:
+        m["status"]["admission"] = {"clusterQueue": "q", "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}, "count": 1}]}
+    return m
+
+
+def test_the_echoes_of_both_phases_leave_the_victim_pending_and_its_quota_free() -> None:
+    """On a cluster the watch brings the victim back twice after kueued has evicted it: holding
+    its admission with Evicted=True (the first phase), then without it (the second).  Neither
+    may charge its quota again: before, the first echo re-adopted it and the second kept that
+    admission, so every preemption leaked the victim's quota (4 cpu held in a 2-cpu queue)."""
+    world = _world()
+    low = workload("low", "ns", "lq", cpu="2", priority=0, created=1)
+    with LiveEngine(world) as engine:
+        engine.run()
+        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+        engine.run()
+        assert world.workloads["ns/high"].admitted
+        engine.apply(_echo(low, admitted=True))
+        engine.apply(_echo(low, admitted=False))
+        engine.run()
+        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
+        assert [w.key for w in engine.pending("q")] == ["ns/low"]
+        assert not world.workloads["ns/low"].admitted
+
+
+def test_an_admission_cleared_by_hand_on_a_cluster_is_not_carried() -> None:
+    """A version with a status and no admission means the reservation is gone (here: cleared by
+    hand); only a manifest file's edit, which has no status, keeps the admission it had."""
+    world = _world()
+    low = workload("low", "ns", "lq", cpu="2", priority=0, created=1)
+    with LiveEngine(world) as engine:
+        engine.run()
+        assert world.workloads["ns/low"].admitted
+        relabelled = copy.deepcopy(low)
+        relabelled["metadata"]["labels"] = {"team": "a"}
+        engine.apply(relabelled)  # a file's edit: no status, the admission is kept
+        assert world.workloads["ns/low"].admitted
+        cleared = copy.deepcopy(low)
+        cleared["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                             "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        engine.apply(cleared)
+        assert engine.state.cluster_queues["q"].node.usage.get(FR, 0) == 0
+        engine.run()  # and it is admitted again, as a new decision
+        assert world.workloads["ns/low"].admitted
