@@ -217,7 +217,8 @@ class Coordinator(Rounds):
         same ClusterQueue: a label, an annotation or a priority may change.  The manifest
         source carries no status, so without this any edit released the quota and queued
         the workload again (a version that comes with a status and no admission is never
-        carried: its reservation was cleared, by an eviction's second phase or by hand).  The queue then holds the new version in the old one's place.
+        carried: its reservation was cleared, by an eviction's second phase or by hand).  The
+        queue then holds the new version in the old one's place.
         On a cluster the new version is usually the echo of kueued's own status write: it
         holds the same reservation, which is kept as it stands.
         """

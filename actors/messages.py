@@ -116,7 +116,8 @@ class Recharge(Msg, frozen=True):
 class Nominate(Msg, frozen=True):
     """Pop this round's head and report the balance and admissions in the same reply.
 
-    With ``known`` (the coordinator's remembered verdicts for this queue, a callable) the
+    With ``known`` (the coordinator's remembered verdicts for this queue, as data: a read-only
+    view by shape and the generation that makes one hold, ``kueued.scheduling.verdicts.Known``) the
     queue folds ahead: it parks the heads ``known`` answers, up to ``limit``, and the
     coordinator later keeps as many of those parks as the whole tree's rounds were dead
     (``Unpark``)."""

@@ -131,7 +131,6 @@ class Rounds:
         set emptied: the round's reclaim queries fill in what they reach."""
         snap = self.forest.cycle_copy(refresh=False)
         fold = self.clock is not None and self.verdicts.enabled
-        cqs = self.forest.cluster_queues
         requeue = self._take_requeues()
         limits, idle = self._fold_limit, self._idle
         for name in requeue:
@@ -143,7 +142,7 @@ class Rounds:
                 snap.cluster_queues[name].node.usage = dict(idle[name])  # nothing to pop, nothing changed
                 continue
             limit = limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT) if fold else 0
-            known = self.verdicts.known(cqs[name]) if limit else None
+            known = self.verdicts.known(name) if limit else None
             asked.append((name, actor.post(Nominate(known, limit, name in requeue))))
         nominations: list[tuple[str, Nomination]] = []
         for name, reply in asked:

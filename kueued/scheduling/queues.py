@@ -137,9 +137,9 @@ class PendingQueue:
         StrictFIFO queue (a known head comes straight back) or usage ordering."""
         return not self.strict and self.usage_of is None
 
-    def pop_known(self, known: Callable[[WorkloadInfo], Any], limit: int
-                  ) -> tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None]:
-        """Pop heads while ``known(head)`` gives a verdict (with a ``reason``), parking each as
+    def pop_known(self, known: Any, limit: int) -> tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None]:
+        """Pop heads while ``known.lookup(head)`` gives a verdict (with a ``reason``: the
+        coordinator's :class:`~kueued.scheduling.verdicts.Known`), parking each as
         :meth:`requeue` would, at most ``limit``; returns the parked ones with their verdicts
         and the first head not known (popped, in flight), or None when the queue ran dry."""
         parked: list[tuple[WorkloadInfo, Any]] = []
@@ -148,7 +148,7 @@ class PendingQueue:
             head = self.pop_head()
             if head is None:
                 return parked, None
-            verdict = known(head) if len(parked) < limit else None
+            verdict = known.lookup(head) if len(parked) < limit else None
             if verdict is None:
                 return parked, head
             self._sticky_after.append(self.sticky)  # as it was once this head was popped

@@ -39,7 +39,8 @@ rounds only under a clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 import msgspec
 
@@ -48,7 +49,7 @@ from kueued.scheduling.preemption import policy
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["Verdict", "Verdicts", "shape_of"]
+__all__ = ["Verdict", "Verdicts", "Known", "shape_of"]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -74,15 +75,30 @@ class Verdict:
         self.reason = ""
 
 
+class Known(msgspec.Struct, frozen=True):
+    """One ClusterQueue's remembered verdicts as data a queue can read on its own (what a
+    ``Nominate`` carries to fold ahead): a read-only view of them by shape, and the tree's
+    generation a verdict must carry to hold."""
+
+    verdicts: Mapping[tuple[bytes, float], Verdict]
+    generation: int
+    by_created: bool  # a LowerOrNewerEqualPriority policy: creation times are part of the shape
+
+    def lookup(self, wl: WorkloadInfo) -> Verdict | None:
+        """The complete verdict for ``wl``'s shape that still holds, if any."""
+        v = self.verdicts.get((wl.shape or shape_of(wl), wl.created if self.by_created else 0.0))
+        return v if v is not None and v.generation == self.generation and v.reason else None
+
+
 class Verdicts:
-    """Per-engine memory of failed nominations, valid while their tree's generation holds."""
+    """The coordinator's memory of failed nominations, valid while their tree's generation holds."""
 
     __slots__ = ("_generation", "_roots", "_newer", "_kept", "enabled")
 
     def __init__(self) -> None:
         self._generation: dict[str, int] = {}   # tree root name -> generation
         self._roots: dict[str, str] = {}        # ClusterQueue -> its tree root
-        self._kept: dict[tuple[str, bytes, float], Verdict] = {}
+        self._kept: dict[str, dict[tuple[bytes, float], Verdict]] = {}  # ClusterQueue -> shape -> verdict
         self._newer: set[str] = set()           # ClusterQueues whose policies compare creation times
         self.enabled = True
 
@@ -118,15 +134,16 @@ class Verdicts:
         return self._roots.get(cluster_queue)
 
     # --- recall ------------------------------------------------------------------------------
-    def _key(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> tuple[str, bytes, float]:
+    def _key(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> tuple[bytes, float]:
         # a LowerOrNewerEqualPriority policy compares creation times: then they are part of the shape
-        return (cq.name, wl.shape or shape_of(wl), wl.created if cq.name in self._newer else 0.0)
+        return (wl.shape or shape_of(wl), wl.created if cq.name in self._newer else 0.0)
 
     def recall(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> Verdict | None:
         if not self.enabled:
             return None
         name = cq.name
-        v = self._kept.get((name, wl.shape or shape_of(wl), wl.created if name in self._newer else 0.0))
+        kept = self._kept.get(name)
+        v = kept.get(self._key(cq, wl)) if kept is not None else None
         if v is None or v.generation != self._generation.get(self._roots.get(name, ""), 0):
             return None
         return v
@@ -138,15 +155,16 @@ class Verdicts:
         if not self.enabled or (mode is not Mode.NO_FIT and not mode.needs_preemption):
             return None
         v = Verdict(self._generation.get(self._roots.get(cq.name, ""), 0), assignment, nominated)
-        self._kept[self._key(cq, wl)] = v
+        self._kept.setdefault(cq.name, {})[self._key(cq, wl)] = v
         return v
 
-    def known(self, cq: ClusterQueueSnapshot) -> Callable[[WorkloadInfo], Verdict | None]:
-        """``recall`` for one ClusterQueue, answering only complete verdicts (folding ahead)."""
-        def known(wl: WorkloadInfo) -> Verdict | None:
-            v = self.recall(cq, wl)
-            return v if v is not None and v.reason else None
-        return known
+    def known(self, cluster_queue: str) -> Known | None:
+        """One ClusterQueue's verdicts as data (:class:`Known`), or None when verdicts are off."""
+        if not self.enabled:
+            return None
+        kept = self._kept.setdefault(cluster_queue, {})
+        return Known(MappingProxyType(kept), self._generation.get(self._roots.get(cluster_queue, ""), 0),
+                     cluster_queue in self._newer)
 
     def dead(self, heads: Iterable[tuple[WorkloadInfo, str]], cluster_queues: dict[str, ClusterQueueSnapshot]
              ) -> dict[str, list[tuple[WorkloadInfo, str, Verdict]]]:
