@@ -31,7 +31,8 @@ from rich.table import Table
 
 from kueued.devcluster.controlplane import ControlPlane
 from kueued.devcluster.versions import binaries
-from kueued.kube.client import KubeClient, connect
+from kueued.kube.client import KubeClient
+from kueued.kube.connect import connect
 from kueued.kube.manifests import render
 
 API = "kueue.x-k8s.io/v1beta2"

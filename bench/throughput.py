@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from generate_tree import generate  # noqa: E402
 
 from actors.simulation import simulate_timed  # noqa: E402
-from kueued.timeline import trace_from  # noqa: E402
+from kueued.trace import trace_from  # noqa: E402
 
 
 def main() -> None:

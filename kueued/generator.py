@@ -1,4 +1,4 @@
-"""Kueue's scheduler-performance generator format, as a :class:`~kueued.timeline.Trace`.
+"""Kueue's scheduler-performance generator format, as a :class:`~kueued.trace.Trace`.
 
 Kueue's ``test/performance/scheduler`` builds its objects from a ``*-generator.yaml``
 (``runner/generator/generator.go``); reading it here lets ``kueued simulate --generator``
@@ -28,7 +28,7 @@ import yaml
 
 from kueued.errors import ManifestError
 from kueued.manifests import decode_text, yaml_reason
-from kueued.timeline import CLASS, Arrival, Trace
+from kueued.trace import CLASS, Arrival, Trace
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -109,9 +109,16 @@ def _units(milli: int | None) -> float:
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        r = self.registry
-        cq, quota = ["cluster_queue"], ["cohort", "cluster_queue", "flavor", "resource"]
-        # --- Kueue's names ------------------------------------------------------------------------
+        self._add_workload_families(self.registry)
+        self._add_quota_families(self.registry)
+        self._add_own_families(self.registry)
+        self._seen: dict[tuple[str, str, str], int] = {}
+        self._watch_seen: dict[tuple[str, str], int] = {}
+
+    # --- the families ----------------------------------------------------------------------------
+    def _add_workload_families(self, r: CollectorRegistry) -> None:
+        """Kueue's names: workloads pending, admitted, evicted, preempted, per ClusterQueue."""
+        cq = ["cluster_queue"]
         self.pending = _Series(Gauge(
             "kueue_pending_workloads", "The number of pending workloads, per 'cluster_queue' and 'status' "
             "(active: in the admission queue; inadmissible: parked until the cluster changes)",
@@ -137,6 +144,10 @@ class Metrics:
         self.reserving_active = _Series(Gauge(
             "kueue_reserving_active_workloads", "The number of Workloads that are reserving quota, "
             "per 'cluster_queue'", cq, registry=r))
+
+    def _add_quota_families(self, r: CollectorRegistry) -> None:
+        """Kueue's names: each ClusterQueue's usage, reservation, quota and limits per flavor, and its status."""
+        quota = ["cohort", "cluster_queue", "flavor", "resource"]
         self.usage = _Series(Gauge(
             "kueue_cluster_queue_resource_usage", "Reports the cluster_queue's total resource usage within all "
             "the flavors", quota, registry=r))
@@ -155,7 +166,9 @@ class Metrics:
         self.status = _Series(Gauge(
             "kueue_cluster_queue_status", "Reports 'cluster_queue' with its 'status' (pending, active or "
             "terminating); 1 for the current one", ["cluster_queue", "status"], registry=r))
-        # --- kueued's own ----------------------------------------------------------------------------
+
+    def _add_own_families(self, r: CollectorRegistry) -> None:
+        """kueued's own: commits, watches, leadership, mailboxes, rounds."""
         self.commit_duration = Histogram(
             "kueued_commit_duration_seconds", "Time one admission or eviction took to write through the API port, "
             "per 'kind' (admit, evict), refused writes included", ["kind"], buckets=COMMIT_BUCKETS, registry=r)
@@ -171,8 +184,6 @@ class Metrics:
             "kueued_actor_mailbox_depth", "Messages waiting in an actor's mailbox, per 'actor' "
             "(ClusterQueue/NAME, Cohort/NAME, ElasticQuota/NAME)", ["actor"], registry=r))
         self.rounds = Counter("kueued_scheduling_rounds", "Scheduling rounds run (both coordinators)", registry=r)
-        self._seen: dict[tuple[str, str, str], int] = {}
-        self._watch_seen: dict[tuple[str, str], int] = {}
 
     # --- gauges --------------------------------------------------------------------------------------
     def observe_queues(self, samples: Iterable[QueueSample], tree: Mapping[str, ClusterQueueSnapshot], *,

@@ -207,12 +207,13 @@ def simulate_timed(manifests: list[dict[str, Any]] | Any, *, runner: TimedRunner
                    per_workload: bool = True) -> TimedRun:
     """Apply the setup, play the arrivals on a clock with ``runner`` (``actors.simulation``'s).
 
-    ``manifests`` is a list of manifests or a :class:`kueued.timeline.Trace`.  Returns the final
+    ``manifests`` is a list of manifests or a :class:`kueued.trace.Trace`.  Returns the final
     :class:`Report` (finished workloads appear as ``finished``), the ``Summary`` and the timeline.
     """
     import time
 
-    from kueued.timeline import Timeline, Trace, trace_from
+    from kueued.timeline import Timeline
+    from kueued.trace import Trace, trace_from
     trace = manifests if isinstance(manifests, Trace) else trace_from(manifests)
     world = World()
     for m in trace.setup:

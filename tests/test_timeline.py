@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from actors.simulation import simulate_timed
 from kueued.errors import ManifestError
 from kueued.generator import build_trace, load_generator, parse_generator
-from kueued.timeline import ARRIVAL, RUNTIME, trace_from
+from kueued.trace import ARRIVAL, RUNTIME, trace_from
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 
 PERF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "kueue-perf"

@@ -13,37 +13,27 @@ module is a complete manifest.
 order (a Workload's LocalQueue before it, and so on).  A watch is read line by line from
 the response body (one JSON event per line), never through ``watch.Watch``.
 
-Security: TLS verification stays on unless asked off (logged as a warning every time);
-nothing here logs a token, a key, a header or the kubeconfig, only the server's URL and
-where the configuration came from.
+Security: nothing here logs (a token, a key and a header least of all); connecting, with
+its TLS verification and credentials, is :mod:`kueued.kube.connect`'s.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-from collections.abc import Mapping
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import msgspec
-import structlog
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
+from kubernetes_asyncio.client import ApiClient
 
-from kueued.kube.errors import ApiUnavailable, KubeConfigError, from_status, wrapped
+from kueued.kube.errors import ApiUnavailable, from_status, wrapped
 
-__all__ = ["KINDS", "EVENT", "LEASE", "JOB", "PRIORITY_CLASS", "Kind", "KubeClient", "WatchStream", "connect",
+__all__ = ["KINDS", "EVENT", "LEASE", "JOB", "PRIORITY_CLASS", "Kind", "KubeClient", "WatchStream",
            "manifest_kind"]
 
-log = structlog.get_logger("kueued.kube")
-
-USER_AGENT = "kueued/0.1"
 Query = list[tuple[str, str]]  # named out here: inside KubeClient, `list` is the method
-IN_CLUSTER = "in-cluster"
 
 
 class Kind(msgspec.Struct, frozen=True):
@@ -353,59 +343,3 @@ class WatchStream:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# -- connecting ----------------------------------------------------------------------------------
-
-def config_source(kubeconfig: Path | None = None, *, environ: Mapping[str, str] | None = None,
-                  home: Path | None = None) -> str:
-    """Where the configuration comes from: the file given, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster.
-
-    ``$KUBECONFIG`` may list several files (``a:b``), merged as kubectl merges them.
-    """
-    env = os.environ if environ is None else environ
-    if kubeconfig is not None:
-        return str(kubeconfig)
-    if env.get("KUBECONFIG"):
-        return env["KUBECONFIG"]
-    default = (home or Path.home()) / ".kube" / "config"
-    if default.is_file():
-        return str(default)
-    if env.get("KUBERNETES_SERVICE_HOST"):
-        return IN_CLUSTER
-    raise KubeConfigError("no kubeconfig (none given, $KUBECONFIG unset, no ~/.kube/config) and not in a pod "
-                          "(KUBERNETES_SERVICE_HOST unset)")
-
-
-async def connect(kubeconfig: Path | None = None, *, context: str | None = None,
-                  insecure_skip_tls_verify: bool = False, request_timeout: float = 60.0) -> KubeClient:
-    """A client for the cluster that ``kubeconfig`` (or the environment, see :func:`config_source`) names.
-
-    ``insecure_skip_tls_verify`` turns server certificate checks off, for a test cluster;
-    it is logged as a warning, as is a kubeconfig that asks for the same.
-    """
-    source = config_source(kubeconfig)
-    config = Configuration()
-    try:
-        if source == IN_CLUSTER:
-            load_incluster_config(client_configuration=config)
-        else:
-            if kubeconfig is not None and not kubeconfig.is_file():
-                raise KubeConfigError(f"{kubeconfig}: no such kubeconfig file")
-            # persist_config=False: a refreshed token is never written back into the user's file.
-            await load_kube_config(config_file=source, context=context, client_configuration=config,
-                                   persist_config=False)
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
-        # The loader's messages name files and fields, not their contents.
-        raise KubeConfigError(f"cannot load the cluster configuration from {source}: "
-                              f"{type(exc).__name__}: {exc}") from exc
-    if insecure_skip_tls_verify:
-        config.verify_ssl = False
-        log.warning("tls_verification_disabled", server=config.host, by="flag")
-    elif not config.verify_ssl:
-        log.warning("tls_verification_disabled", server=config.host, by="kubeconfig")
-    api = ApiClient(configuration=config)
-    api.user_agent = USER_AGENT
-    log.info("kube_configured", server=config.host, source=source if source == IN_CLUSTER else "kubeconfig",
-             context=context or "")
-    return KubeClient(api, request_timeout=request_timeout)

@@ -30,14 +30,15 @@ are Kueue's (``pkg/controller/jobframework/reconciler.go``, ``pkg/controller/job
 
 :func:`decide` is the reconciler's step function: given the Job and the Workloads it owns,
 the one next write (a :class:`Step`), or :class:`Done`.  Applied and decided again until
-:class:`Done`, it converges; applied twice it changes nothing the second time.
+:class:`Done`, it converges; applied twice it changes nothing the second time.  The merge
+patches those steps write to the Job (starting and stopping, above) are built by
+:mod:`kueued.kube.job_patches`, pure too.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -45,11 +46,10 @@ import msgspec
 
 __all__ = [
     "QUEUE_LABEL", "PRIORITY_CLASS_LABEL", "JOB_UID_LABEL", "ORIGINAL_ANNOTATION", "POD_SET", "MANAGED_LABELS",
-    "FAILED_TO_START", "Priority", "FlavorConflict", "Step", "Done", "Wait", "CreateWorkload", "DeleteWorkloads",
+    "FAILED_TO_START", "Priority", "Step", "Done", "Wait", "CreateWorkload", "DeleteWorkloads",
     "UpdatePodSets", "MoveQueue", "Suspend", "ResetStartTime", "Restore", "Start", "Finish",
     "workload_name", "queue_name", "job_finished", "pod_count", "pod_sets", "build_workload", "equivalent",
     "condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid", "decide",
-    "start_patch", "suspend_patch", "reset_start_time_patch", "restore_patch", "original_info",
 ]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -72,10 +72,6 @@ _MAX_PREFIX = 253 - 1 - _HASH_LENGTH
 class Priority(NamedTuple):
     value: int
     ref: dict[str, str] | None = None  # spec.priorityClassRef, when a class gave the value
-
-
-class FlavorConflict(ValueError):
-    """A flavor's node label contradicts the template's nodeSelector (Kueue: a permanent start error)."""
 
 
 # ---- steps ------------------------------------------------------------------------------------
@@ -350,87 +346,3 @@ def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
 def _name(obj: dict[str, Any]) -> str:
     return str(_meta(obj).get("name", ""))
 
-
-# ---- patches ------------------------------------------------------------------------------------
-
-def _precondition(job: dict[str, Any]) -> dict[str, Any]:
-    rv = _meta(job).get("resourceVersion")
-    return {"resourceVersion": rv} if rv else {}
-
-
-def _map_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any] | None:
-    """A merge patch turning map ``current`` into ``desired`` (None removes the field)."""
-    if not desired:
-        return None
-    return {**dict.fromkeys(k for k in current if k not in desired), **desired}
-
-
-def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The template's own ``nodeSelector`` and ``tolerations``: from the annotation, else the Workload's copy."""
-    raw = _dict(_meta(job).get("annotations")).get(ORIGINAL_ANNOTATION)
-    if isinstance(raw, str):
-        try:
-            infos = json.loads(raw)
-        except ValueError:
-            infos = None
-        for info in _list(infos):
-            info = _dict(info)
-            if info.get("name", POD_SET) == POD_SET:
-                return {"nodeSelector": _dict(info.get("nodeSelector")), "tolerations": _list(info.get("tolerations"))}
-    if workload is not None:
-        for ps in _list(_dict(workload.get("spec")).get("podSets")):
-            if _dict(ps).get("name", POD_SET) == POD_SET:
-                spec = _dict(_dict(_dict(ps).get("template")).get("spec"))
-                return {"nodeSelector": _dict(spec.get("nodeSelector")), "tolerations": _list(spec.get("tolerations"))}
-    return None
-
-
-def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]]) -> dict[str, Any]:
-    """Unsuspend ``job`` with the ``flavors``' (ResourceFlavor manifests) node labels and tolerations.
-
-    The original comes from the annotation if the Job already carries one (a stop not yet
-    finished), so a second start never mistakes injected values for the user's.
-    """
-    spec = _template_spec(job)
-    original = original_info(job) or {"nodeSelector": _dict(spec.get("nodeSelector")),
-                                      "tolerations": _list(spec.get("tolerations"))}
-    selector = dict(original["nodeSelector"])
-    tolerations = list(original["tolerations"])
-    for flavor in flavors:
-        fspec = _dict(flavor.get("spec"))
-        for key, value in _dict(fspec.get("nodeLabels")).items():
-            if selector.get(key, value) != value:
-                raise FlavorConflict(f"flavor {_name(flavor)} needs node label {key}={value}, "
-                                     f"the pod template selects {key}={selector[key]}")
-            selector[key] = value
-        for toleration in _list(fspec.get("tolerations")):
-            if toleration not in tolerations:
-                tolerations.append(toleration)
-    info = [{"name": POD_SET, "nodeSelector": original["nodeSelector"], "tolerations": original["tolerations"]}]
-    return {
-        "metadata": {**_precondition(job),
-                     "annotations": {ORIGINAL_ANNOTATION: json.dumps(info, sort_keys=True, separators=(",", ":"))}},
-        "spec": {"suspend": False, "template": {"spec": {
-            "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), selector),
-            "tolerations": tolerations or None}}},
-    }
-
-
-def suspend_patch(job: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": _precondition(job), "spec": {"suspend": True}}
-
-
-def reset_start_time_patch(job: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": _precondition(job), "status": {"startTime": None}}
-
-
-def restore_patch(job: dict[str, Any], workload: dict[str, Any] | None) -> dict[str, Any]:
-    """Give a stopped ``job`` its template's own scheduling directives back and drop the annotation."""
-    body: dict[str, Any] = {"metadata": {**_precondition(job), "annotations": {ORIGINAL_ANNOTATION: None}}}
-    original = original_info(job, workload)
-    if original is not None:
-        spec = _template_spec(job)
-        body["spec"] = {"template": {"spec": {
-            "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), original["nodeSelector"]),
-            "tolerations": original["tolerations"] or None}}}
-    return body

@@ -24,9 +24,10 @@ Data flow::
     ClusterSource(Job, Workload) ──► caches (Jobs; Workloads a Job controls, by owner) ──► WorkQueue of Job keys
         ──► workers: decide(job, its workloads) ─► one write ─► cache updated from the reply ─► decide again ...
 
-Each reconcile takes one key (``namespace/name`` of a Job), reads the caches and applies
-:func:`~kueued.kube.job_workload.decide` step by step until it says Done: the decisions are
-pure (:mod:`kueued.kube.job_workload`), this module only reads and writes.  Every write to a
+Each reconcile takes one key (``namespace/name`` of a Job), reads the caches
+(:mod:`kueued.kube.job_cache`) and applies :func:`~kueued.kube.job_workload.decide` step by
+step until it says Done: the decisions are pure (:mod:`kueued.kube.job_workload`, the patches
+:mod:`kueued.kube.job_patches`), this module only reads and writes.  Every write to a
 Job or a Workload carries the resourceVersion it was decided on, so a stale cache costs a 409,
 never a wrong write; a refused write is retried when the object's next event arrives (the
 queue holds each key once, one worker per key) and, as a safety net, after a backoff.  Every
@@ -61,13 +62,17 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from kueued.kube import job_patches as jp
 from kueued.kube import job_workload as jw
 from kueued.kube.backoff import Backoff
-from kueued.kube.client import JOB, KINDS, PRIORITY_CLASS, Kind
+from kueued.kube.client import JOB, KINDS, Kind
 from kueued.kube.commits import merge_conditions
-from kueued.kube.errors import ApiConflict, ApiError, ApiForbidden, ApiNotFound
+from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound
+from kueued.kube.job_cache import JobCache, key_of, meta
+from kueued.kube.job_lookups import assigned_flavors, priority_of
 from kueued.kube.port import Condition
-from kueued.kube.watch import ClusterSource, WatchClient
+from kueued.kube.watch import ClusterSource
+from kueued.kube.watch_state import WatchClient
 from kueued.kube.workqueue import WorkQueue
 
 __all__ = ["JobController", "JobClient", "EventSink", "JobControllerStats"]
@@ -113,27 +118,6 @@ class _Gone(Exception):
     """The Job vanished under a write: its deletion event ends the story."""
 
 
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _key(obj: dict[str, Any]) -> str:
-    meta = _meta(obj)
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _rv(obj: dict[str, Any]) -> int | None:
-    rv = _meta(obj).get("resourceVersion")
-    return int(rv) if isinstance(rv, str) and rv.isdigit() else None
-
-
-def _newer(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
-    """Whether ``new`` may replace ``old`` in a cache: a write's reply can overtake the watch's older events."""
-    a, b = _rv(new), (_rv(old) if old is not None else None)
-    return a is None or b is None or a >= b
-
-
 class JobController:
     """Keeps every queued Job and its Workload in step; see the module docstring."""
 
@@ -146,9 +130,7 @@ class JobController:
         self.workers = workers
         self.backoff = backoff or Backoff()
         self.source = ClusterSource(client, kinds=(JOB, WORKLOAD), watch_timeout=watch_timeout, name="jobs")
-        self.jobs: dict[str, dict[str, Any]] = {}       # "ns/name" -> Job
-        self.workloads: dict[str, dict[str, Any]] = {}  # "ns/name" -> Workload controlled by a Job
-        self._owned: dict[str, set[str]] = {}           # Job key -> keys of the Workloads a Job of that name controls
+        self.cache = JobCache(workload_namespace_filter)
         self.queue = WorkQueue()
         self._attempts: Counter[str] = Counter()
         self._retrying: set[str] = set()
@@ -160,8 +142,8 @@ class JobController:
         await self.queue.join()
 
     def stats(self) -> JobControllerStats:
-        return JobControllerStats(len(self.jobs), len(self.workloads), len(self.queue), len(self._retrying),
-                                  dict(self.counts))
+        return JobControllerStats(len(self.cache.jobs), len(self.cache.workloads), len(self.queue),
+                                  len(self._retrying), dict(self.counts))
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -170,16 +152,16 @@ class JobController:
         async with anyio.create_task_group() as tg:
             await tg.start(self.source.run)
             for verb, obj in await self.source.initial_sync():
-                self._observe(verb, obj)
-            for key in sorted(set(self.jobs) | set(self._owned)):  # orphans too: their Job went while we were away
+                self.cache.observe(verb, obj)
+            for key in sorted(self.cache.job_keys()):  # orphans too: their Job went while we were away
                 self.queue.add(key)
             for i in range(self.workers):
                 tg.start_soon(self._worker, tg, name=f"job worker {i}")
-            log.info("job_controller_started", jobs=len(self.jobs), workloads=len(self.workloads))
+            log.info("job_controller_started", jobs=len(self.cache.jobs), workloads=len(self.cache.workloads))
             task_status.started()
             while batch := await self.source.next_batch():
                 for verb, obj in batch:
-                    if (changed := self._observe(verb, obj)) is not None:
+                    if (changed := self.cache.observe(verb, obj)) is not None:
                         self.queue.add(changed)
             tg.cancel_scope.cancel()
 
@@ -214,50 +196,6 @@ class JobController:
         self._retrying.discard(key)
         self.queue.add(key)
 
-    # -- the caches ---------------------------------------------------------------------------
-
-    def _observe(self, verb: str, obj: dict[str, Any]) -> str | None:
-        """Take a watch event (or a write's reply) into the caches; the Job key it concerns."""
-        try:
-            namespace = _meta(obj).get("namespace", "")
-            if self.namespace_filter is not None and not self.namespace_filter(str(namespace)):
-                return None
-            if obj.get("kind") == "Job":
-                key = _key(obj)
-                if verb == "delete":
-                    self.jobs.pop(key, None)
-                elif _newer(obj, self.jobs.get(key)):
-                    self.jobs[key] = obj
-                return key
-            if obj.get("kind") == "Workload":
-                return self._observe_workload(verb, obj)
-        except Exception:  # a malformed object is logged and skipped
-            log.exception("job_object_unreadable", kind=str(obj.get("kind")), object=str(_meta(obj).get("name")))
-        return None
-
-    def _observe_workload(self, verb: str, obj: dict[str, Any]) -> str | None:
-        key = _key(obj)
-        old = self.workloads.get(key)
-        owner = jw.owner_uid(obj)
-        if verb != "delete" and old is not None and not _newer(obj, old):
-            return None
-        previous = jw.owner_uid(old) if old is not None else None
-        namespace = key.split("/", 1)[0]
-        if previous is not None:
-            self._owned.get(f"{namespace}/{previous[0]}", set()).discard(key)
-        if verb == "delete" or owner is None:
-            self.workloads.pop(key, None)
-        else:
-            self.workloads[key] = obj
-            self._owned.setdefault(f"{namespace}/{owner[0]}", set()).add(key)
-        for job in {p for p in (owner, previous) if p is not None}:
-            if not self._owned.get(f"{namespace}/{job[0]}"):
-                self._owned.pop(f"{namespace}/{job[0]}", None)
-        name = (owner or previous or ("", ""))[0]
-        return f"{namespace}/{name}" if name else None
-
-    def _owned_by(self, key: str) -> list[dict[str, Any]]:
-        return [self.workloads[k] for k in sorted(self._owned.get(key, ())) if k in self.workloads]
 
     # -- one Job --------------------------------------------------------------------------------
 
@@ -268,25 +206,25 @@ class JobController:
             return
         await self._delete_stale(key)
         for _ in range(MAX_STEPS):
-            job = self.jobs.get(key)
+            job = self.cache.jobs.get(key)
             if job is None or not jw.queue_name(job):
                 return
-            uid = _meta(job).get("uid")
-            owned = [w for w in self._owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] == uid]
+            uid = meta(job).get("uid")
+            owned = [w for w in self.cache.owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] == uid]
             step = jw.decide(job, owned)
             if isinstance(step, jw.Done | jw.Wait):
                 return
             try:
-                await self._apply(step, job, {str(_meta(w).get("name")): w for w in owned})
+                await self._apply(step, job, {str(meta(w).get("name")): w for w in owned})
             except _Gone:
                 return
         log.warning("job_reconcile_unsettled", job=key, steps=MAX_STEPS)
 
     async def _delete_stale(self, key: str) -> None:
         """Delete the Workloads of a Job that is gone, or was replaced by a new Job of the same name."""
-        job = self.jobs.get(key)
-        uid = _meta(job).get("uid") if job is not None else None
-        stale = [w for w in self._owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] != uid]
+        job = self.cache.jobs.get(key)
+        uid = meta(job).get("uid") if job is not None else None
+        stale = [w for w in self.cache.owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] != uid]
         if not stale:
             return
         namespace, name = key.split("/", 1)
@@ -295,14 +233,14 @@ class JobController:
         except ApiNotFound:
             current = None
         if current is not None:
-            self._observe("apply", current)
-            uid = _meta(current).get("uid")
+            self.cache.observe("apply", current)
+            uid = meta(current).get("uid")
         for wl in stale:
             if (jw.owner_uid(wl) or ("", ""))[1] != uid:
                 await self._delete_workload(wl, why="job deleted" if current is None else "job replaced")
 
     async def _apply(self, step: jw.Step, job: dict[str, Any], owned: dict[str, dict[str, Any]]) -> None:
-        namespace, name = _key(job).split("/", 1)
+        namespace, name = key_of(job).split("/", 1)
         log.debug("job_step", job=f"{namespace}/{name}", step=type(step).__name__, why=step.why)
         match step:
             case jw.CreateWorkload():
@@ -312,25 +250,25 @@ class JobController:
                     await self._delete_workload(owned[wl_name], why=step.why)
             case jw.UpdatePodSets(workload=wl_name):
                 wl = owned[wl_name]
-                body = {"metadata": {"resourceVersion": _meta(wl).get("resourceVersion")},
+                body = {"metadata": {"resourceVersion": meta(wl).get("resourceVersion")},
                         "spec": {"podSets": jw.pod_sets(job)}}
                 await self._write_workload(wl, body, action="workload_updated", why=step.why)
                 self._event(job, "UpdatedWorkload", f"Updated not matching Workload for suspended job: "
                                                     f"{namespace}/{wl_name}")
             case jw.MoveQueue(workload=wl_name, queue=queue):
                 wl = owned[wl_name]
-                body = {"metadata": {"resourceVersion": _meta(wl).get("resourceVersion")},
+                body = {"metadata": {"resourceVersion": meta(wl).get("resourceVersion")},
                         "spec": {"queueName": queue}}
                 await self._write_workload(wl, body, action="workload_queue_changed", why=step.why, queue=queue)
             case jw.Suspend():
-                await self._write_job(job, jw.suspend_patch(job), action="job_suspended", why=step.why)
+                await self._write_job(job, jp.suspend_patch(job), action="job_suspended", why=step.why)
                 self._event(job, "Stopped" if step.why != "no workload" else "Suspended",
                             f"Suspended: {step.why}")
             case jw.ResetStartTime():
-                await self._write_job(job, jw.reset_start_time_patch(job), action="job_start_time_reset",
+                await self._write_job(job, jp.reset_start_time_patch(job), action="job_start_time_reset",
                                       why=step.why, status=True)
             case jw.Restore(workload=wl_name):
-                await self._write_job(job, jw.restore_patch(job, owned.get(wl_name)), action="job_template_restored",
+                await self._write_job(job, jp.restore_patch(job, owned.get(wl_name)), action="job_template_restored",
                                       why=step.why)
             case jw.Start(workload=wl_name):
                 await self._start(job, owned[wl_name])
@@ -343,120 +281,81 @@ class JobController:
     # -- the writes ------------------------------------------------------------------------------
 
     async def _create_workload(self, job: dict[str, Any]) -> None:
-        body = jw.build_workload(job, priority=await self._priority(job))
+        body = jw.build_workload(job, priority=await priority_of(self.client, job))
         meta = body["metadata"]
         try:
             created = await self.client.create(WORKLOAD, body)
         except ApiConflict:  # it exists already (its event has not come yet): nothing to do
-            log.info("job_workload_exists", job=_key(job), workload=meta["name"])
+            log.info("job_workload_exists", job=key_of(job), workload=meta["name"])
             raise
-        self._observe("apply", created)
+        self.cache.observe("apply", created)
         self.counts["workload_created"] += 1
-        log.info("job_workload_created", job=_key(job), workload=f"{meta['namespace']}/{meta['name']}",
+        log.info("job_workload_created", job=key_of(job), workload=f"{meta['namespace']}/{meta['name']}",
                  queue=body["spec"]["queueName"], priority=body["spec"]["priority"])
         self._event(job, "CreatedWorkload", f"Created Workload: {meta['namespace']}/{meta['name']}")
 
     async def _delete_workload(self, wl: dict[str, Any], *, why: str) -> None:
-        namespace, name = _key(wl).split("/", 1)
+        namespace, name = key_of(wl).split("/", 1)
         try:
             await self.client.delete(WORKLOAD, namespace, name)
         except ApiNotFound:
             pass
-        self._observe("delete", wl)
+        self.cache.observe("delete", wl)
         self.counts["workload_deleted"] += 1
         log.info("job_workload_deleted", workload=f"{namespace}/{name}", why=why)
 
     async def _write_workload(self, wl: dict[str, Any], body: dict[str, Any], *, action: str, why: str,
                               status: bool = False, **fields: Any) -> None:
-        namespace, name = _key(wl).split("/", 1)
+        namespace, name = key_of(wl).split("/", 1)
         write = self.client.patch_status if status else self.client.patch
         try:
             updated = await write(WORKLOAD, namespace, name, body)
         except ApiNotFound:
-            self._observe("delete", wl)
+            self.cache.observe("delete", wl)
             return
-        self._observe("apply", updated)
+        self.cache.observe("apply", updated)
         self.counts[action] += 1
         log.info(action, workload=f"{namespace}/{name}", why=why, **fields)
 
     async def _write_job(self, job: dict[str, Any], body: dict[str, Any], *, action: str, why: str,
                          status: bool = False, **fields: Any) -> None:
-        namespace, name = _key(job).split("/", 1)
+        namespace, name = key_of(job).split("/", 1)
         write = self.client.patch_status if status else self.client.patch
         try:
             updated = await write(JOB, namespace, name, body)
         except ApiNotFound:
             raise _Gone from None
-        self._observe("apply", updated)
+        self.cache.observe("apply", updated)
         self.counts[action] += 1
         log.info(action, job=f"{namespace}/{name}", why=why, **fields)
 
     async def _start(self, job: dict[str, Any], wl: dict[str, Any]) -> None:
         admission = (wl.get("status") or {}).get("admission") or {}
-        flavors = await self._flavors(admission)
+        flavors = await assigned_flavors(self.client, admission)
         try:
-            body = jw.start_patch(job, flavors)
-        except jw.FlavorConflict as exc:  # Kueue: a permanent start error finishes the Workload
-            log.warning("job_start_impossible", job=_key(job), reason=str(exc))
+            body = jp.start_patch(job, flavors)
+        except jp.FlavorConflict as exc:  # Kueue: a permanent start error finishes the Workload
+            log.warning("job_start_impossible", job=key_of(job), reason=str(exc))
             await self._finish(wl, jw.FAILED_TO_START, str(exc))
             self._event(job, "FailedToStart", str(exc), type="Warning")
             return
         cluster_queue = str(admission.get("clusterQueue", ""))
         await self._write_job(job, body, action="job_started", why="admitted", cluster_queue=cluster_queue,
-                              flavors=sorted(_meta(f).get("name", "") for f in flavors))
+                              flavors=sorted(meta(f).get("name", "") for f in flavors))
         self._event(job, "Started", f"Admitted by clusterQueue {cluster_queue}")
 
     async def _finish(self, wl: dict[str, Any], reason: str, message: str) -> None:
         listed = (wl.get("status") or {}).get("conditions")
         current = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
         conditions = merge_conditions(current, [Condition("Finished", "True", reason, message[:32768])],
-                                      generation=_meta(wl).get("generation"), now=_now())
-        body = {"metadata": {"resourceVersion": _meta(wl).get("resourceVersion")},
+                                      generation=meta(wl).get("generation"), now=_now())
+        body = {"metadata": {"resourceVersion": meta(wl).get("resourceVersion")},
                 "status": {"conditions": conditions}}
         await self._write_workload(wl, body, action="workload_finished", why=reason, status=True)
-
-    # -- reads --------------------------------------------------------------------------------------
-
-    async def _flavors(self, admission: dict[str, Any]) -> list[dict[str, Any]]:
-        """The ResourceFlavors assigned to the pod set ``main``, by name."""
-        names: set[str] = set()
-        for assignment in admission.get("podSetAssignments") or ():
-            if isinstance(assignment, dict) and assignment.get("name", jw.POD_SET) == jw.POD_SET:
-                names.update(str(f) for f in (assignment.get("flavors") or {}).values())
-        return [await self.client.get("ResourceFlavor", None, name) for name in sorted(names)]
-
-    async def _priority(self, job: dict[str, Any]) -> jw.Priority:
-        """Kueue's order: the WorkloadPriorityClass label, the pods' PriorityClass, the global default, 0."""
-        labels = _meta(job).get("labels") or {}
-        if wpc := labels.get(jw.PRIORITY_CLASS_LABEL):
-            obj = await self.client.get("WorkloadPriorityClass", None, wpc)
-            return jw.Priority(_int(obj.get("value")),
-                               {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": wpc})
-        template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-        if pc := template.get("priorityClassName"):
-            obj = await self.client.get(PRIORITY_CLASS, None, pc)
-            return jw.Priority(_int(obj.get("value")), {"group": "scheduling.k8s.io", "kind": "PriorityClass",
-                                                        "name": pc})
-        try:
-            classes, _ = await self.client.list(PRIORITY_CLASS)
-        except (ApiForbidden, ApiNotFound) as exc:
-            log.warning("priority_classes_unreadable", error=type(exc).__name__, detail=exc.message[:200])
-            return jw.Priority(0)
-        default = sorted((c for c in classes if c.get("globalDefault") is True),
-                         key=lambda c: str(_meta(c).get("name")))
-        if default:
-            name = str(_meta(default[0]).get("name"))
-            return jw.Priority(_int(default[0].get("value")),
-                               {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": name})
-        return jw.Priority(0)
 
     def _event(self, job: dict[str, Any], reason: str, message: str, *, type: str = "Normal") -> None:
         if self.events is not None:
             self.events.record(job, type, reason, message)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _now() -> str:

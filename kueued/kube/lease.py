@@ -48,108 +48,34 @@ from __future__ import annotations
 
 import math
 import random
-import socket
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
-import msgspec
 import structlog
 from anyio.abc import TaskStatus
 
-from kueued.kube.client import LEASE, Kind, KubeClient
+from kueued.kube.client import LEASE
 from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound, ApiUnavailable
+from kueued.kube.lease_record import (
+    JITTER,
+    ElectionStats,
+    LeaderRecord,
+    LeaseClient,
+    check_timings,
+    default_identity,
+    utcnow,
+    with_spec,
+)
 
-__all__ = ["LeaderElector", "LeaderRecord", "ElectionStats", "LeaseClient", "KubeLeases", "default_identity",
-           "check_timings", "JITTER"]
+__all__ = ["LeaderElector"]
 
 log = structlog.get_logger("kueued.kube.lease")
 
-JITTER = 1.2
-"""client-go's JitterFactor: a follower waits ``retry_period × (1 + up to 1.2)`` between tries."""
-
 _WAKE_LATE = 0.01
 """A follower woken for an expiry sleeps this much past it (an event loop may wake a hair early)."""
-
-
-class LeaseClient(Protocol):
-    """What the elector needs of the API: read, create and replace (PUT) one object."""
-
-    async def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]: ...
-
-    async def create(self, kind: Kind, body: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def replace(self, kind: Kind, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
-
-
-class KubeLeases:
-    """:class:`~kueued.kube.client.KubeClient`'s get and create, and the PUT (RBAC verb ``update``)."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self.kube = kube
-
-    async def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
-        return await self.kube.get(kind, namespace, name)
-
-    async def create(self, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.kube.create(kind, body)
-
-    async def replace(self, kind: Kind, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """PUT the whole object; its ``metadata.resourceVersion`` makes it conditional (409)."""
-        # KubeClient has no public PUT of an object (only of /status); its one request path is used.
-        return await self.kube._call("PUT", kind.path(namespace, name), body=body)
-
-
-def default_identity() -> str:
-    """This host's name and a random suffix (controller-runtime's ``hostname_uuid``): unique per process."""
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-class LeaderRecord(msgspec.Struct, frozen=True):
-    """A Lease's spec as the election reads it (client-go's LeaderElectionRecord)."""
-
-    holder: str = ""       # holderIdentity; "" is nobody
-    duration: int = 0      # leaseDurationSeconds: how long the holder asks the others to wait
-    acquired: str = ""     # acquireTime (MicroTime): for people, never compared
-    renewed: str = ""      # renewTime: likewise
-    transitions: int = 0   # leaseTransitions
-
-    @classmethod
-    def of(cls, lease: Mapping[str, Any]) -> LeaderRecord:
-        spec = lease.get("spec")
-        spec = spec if isinstance(spec, dict) else {}
-        return cls(holder=str(spec.get("holderIdentity") or ""), duration=_int(spec.get("leaseDurationSeconds")),
-                   acquired=str(spec.get("acquireTime") or ""), renewed=str(spec.get("renewTime") or ""),
-                   transitions=_int(spec.get("leaseTransitions")))
-
-    def spec(self) -> dict[str, Any]:
-        return {"holderIdentity": self.holder, "leaseDurationSeconds": self.duration,
-                "acquireTime": self.acquired, "renewTime": self.renewed, "leaseTransitions": self.transitions}
-
-
-class ElectionStats(msgspec.Struct, frozen=True):
-    """What the elector reports for metrics and ``kueued status``."""
-
-    lease: str             # namespace/name
-    identity: str
-    leader: bool           # holds the lease (as far as this process knows)
-    fenced: bool           # commits allowed now (fence())
-    holder: str            # the holder last observed, "" for none
-    transitions: int       # the Lease's leaseTransitions as last observed
-    acquired: int          # times this process took the lease
-    lost: int              # times it stepped down
-    renew_failures: int
 
 
 class LeaderElector:
@@ -159,7 +85,7 @@ class LeaderElector:
                  identity: str | None = None, lease_duration: float = 15.0, renew_deadline: float = 10.0,
                  retry_period: float = 2.0, safety_margin: float = 2.0, max_drift: float = 0.01,
                  jitter: float = JITTER, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], datetime] = _utcnow, rng: Callable[[], float] = random.random) -> None:
+                 wall: Callable[[], datetime] = utcnow, rng: Callable[[], float] = random.random) -> None:
         self.valid_for = check_timings(lease_duration=lease_duration, renew_deadline=renew_deadline,
                                        retry_period=retry_period, safety_margin=safety_margin, max_drift=max_drift,
                                        jitter=jitter)
@@ -342,7 +268,7 @@ class LeaderElector:
         return LeaderRecord(self.identity, self._duration_s, now, now, record.transitions + 1)
 
     async def _put(self, lease: dict[str, Any], record: LeaderRecord, *, previous: str) -> None:
-        body = _with_spec(lease, record)
+        body = with_spec(lease, record)
         sent = self.clock()  # before the request: the fence counts from here
         self._won(await self.client.replace(LEASE, self.namespace, self.name, body), sent, previous=previous)
 
@@ -371,7 +297,7 @@ class LeaderElector:
                 return False  # not ours (any more): nothing to give up
             now = self._stamp()
             gone = LeaderRecord("", 1, now, now, record.transitions)  # client-go's release record
-            body = _with_spec(self._lease, gone)
+            body = with_spec(self._lease, gone)
             try:
                 self._lease = await self.client.replace(LEASE, self.namespace, self.name, body)
             except ApiConflict:
@@ -468,31 +394,3 @@ class LeaderElector:
         if self._lock is None:  # made in the event loop, not at construction
             self._lock = anyio.Lock()
         return self._lock
-
-
-def _with_spec(lease: dict[str, Any], record: LeaderRecord) -> dict[str, Any]:
-    """``lease`` (its resourceVersion: a conditional PUT) with ``record`` written over its spec;
-    spec fields the election does not know (``strategy``, ``preferredHolder``) stay."""
-    spec = lease.get("spec")
-    return {**lease, "spec": {**(spec if isinstance(spec, dict) else {}), **record.spec()}}
-
-
-def check_timings(*, lease_duration: float, renew_deadline: float, retry_period: float, safety_margin: float = 2.0,
-                  max_drift: float = 0.01, jitter: float = JITTER) -> float:
-    """How long commits stay allowed after a renewal; ValueError, with the reason, for timings that
-    cannot work (client-go's checks, and one of ours: the fence must outlast a retry period)."""
-    if min(lease_duration, renew_deadline, retry_period) <= 0:
-        raise ValueError("lease duration, renew deadline and retry period must be positive")
-    if lease_duration <= renew_deadline:
-        raise ValueError(f"the lease duration ({lease_duration:g}s) must be longer than the renew deadline "
-                         f"({renew_deadline:g}s)")
-    if renew_deadline <= JITTER * retry_period:
-        raise ValueError(f"the renew deadline ({renew_deadline:g}s) must be longer than {JITTER:g} × the retry "
-                         f"period ({retry_period:g}s)")
-    if safety_margin < 0 or not 0 <= max_drift < 1 or jitter < 0:
-        raise ValueError("the safety margin, the clock drift (below 1) and the jitter cannot be negative")
-    valid_for = min(renew_deadline, lease_duration * (1.0 - max_drift) - safety_margin)
-    if valid_for <= retry_period:
-        raise ValueError(f"commits would be allowed for {valid_for:g}s after a renewal, not longer than the retry "
-                         f"period ({retry_period:g}s): lengthen the lease or shorten the safety margin")
-    return valid_for

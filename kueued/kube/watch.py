@@ -50,7 +50,8 @@ reason but the server's timeout), ``relists`` (lists after the first), ``bookmar
 ``replays`` (events dropped as delivered before), and ``last_event_at`` (on the
 injected clock).  Logs are facts
 (``watch_restarted kind=Workload reason=dead``, ``watch_relisted kind=Workload
-reason=gone``), never contents.
+reason=gone``), never contents.  The client port and one kind's state (where to resume, what
+was delivered) are :mod:`kueued.kube.watch_state`'s.
 """
 
 from __future__ import annotations
@@ -59,9 +60,7 @@ import random
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import structlog
@@ -70,58 +69,21 @@ from anyio.abc import TaskStatus
 from kueued.kube.backoff import Backoff
 from kueued.kube.client import KINDS, Kind, manifest_kind
 from kueued.kube.errors import ApiError, ApiGone, ApiNotFound, ApiUnavailable
+from kueued.kube.watch_state import Change, Follow, WatchClient, numeric, resource_version_of
 from kueued.manifests import Problem
 from kueued.model.api import object_key
 from kueued.sources import KIND_ORDER
 
-__all__ = ["ClusterSource", "Change", "WatchClient", "WatchEvents"]
+__all__ = ["ClusterSource"]
 
 log = structlog.get_logger("kueued.kube.watch")
 
 DEAD_GRACE_S = 30.0
 """How long past its timeoutSeconds a silent watch is given before it is taken for dead."""
 
-Change = tuple[str, dict[str, Any]]
-"""``("apply" | "delete", manifest)``: what :class:`~kueued.sources.ManifestDirectory` yields too."""
-
-
-class WatchEvents(Protocol):
-    """One open watch: raw events until the server ends it; ``close()`` cuts it from outside."""
-
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
-
-    def close(self) -> None: ...
-
-
-class WatchClient(Protocol):
-    """What the source needs of :class:`~kueued.kube.client.KubeClient` (a test gives a fake)."""
-
-    async def list(self, kind: Kind | str, namespace: str | None = None, *,
-                   page_size: int = 500) -> tuple[list[dict[str, Any]], str]: ...
-
-    def watch(self, kind: Kind | str, resource_version: str, *, timeout_seconds: int,
-              allow_bookmarks: bool = True, read_timeout: float | None = None,
-              namespace: str | None = None) -> AbstractAsyncContextManager[WatchEvents]: ...
-
 
 class _DeadStream(Exception):
     """No event and no bookmark for ``dead_after`` seconds."""
-
-
-@dataclass
-class _Follow:
-    """One kind's list-then-watch state."""
-
-    kind: Kind
-    objects: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # key -> (rv, last manifest)
-    resource_version: str = ""  # where the watch resumes; "" lists first
-    high_water: int | None = None  # the highest numeric resourceVersion delivered
-    synced: bool = False
-    attempts: int = 0  # consecutive failures, for the backoff
-    stream: WatchEvents | None = None
-    progressed: bool = False  # the current watch delivered something (a bookmark counts)
-    cut: bool = False  # interrupted: end the current (or the next) watch at once
-    resume_from: str | None = None  # a test's (or an operator's) override for the next watch
 
 
 class ClusterSource:
@@ -134,7 +96,7 @@ class ClusterSource:
                  name: str = "") -> None:
         self._client = client
         self.name: str = name or getattr(client, "server", "") or "cluster"
-        self._follows = {k.kind: _Follow(k) for k in map(manifest_kind, kinds)}
+        self._follows = {k.kind: Follow(k) for k in map(manifest_kind, kinds)}
         self.watch_timeout = watch_timeout
         self.dead_after = dead_after
         self.healthy_after = healthy_after
@@ -243,7 +205,7 @@ class ClusterSource:
 
     # -- one kind ---------------------------------------------------------------------------
 
-    async def _follow(self, follow: _Follow) -> None:
+    async def _follow(self, follow: Follow) -> None:
         name = follow.kind.kind
         relist_reason = "start"
         while True:
@@ -288,14 +250,14 @@ class ClusterSource:
             if delay > 0:
                 await self._sleep(delay)
 
-    async def _relist(self, follow: _Follow, reason: str) -> None:
+    async def _relist(self, follow: Follow, reason: str) -> None:
         items, resource_version = await self._client.list(follow.kind)
         fresh: dict[str, tuple[str, dict[str, Any]]] = {}
         changes: list[Change] = []
         for manifest in items:
             self._prepare(manifest, follow.kind)
             key = object_key(manifest)
-            rv = _resource_version(manifest)
+            rv = resource_version_of(manifest)
             fresh[key] = (rv, manifest)
             seen = follow.objects.get(key)
             if seen is None or seen[0] != rv:
@@ -303,7 +265,7 @@ class ClusterSource:
         changes += [("delete", manifest) for key, (_, manifest) in follow.objects.items() if key not in fresh]
         follow.objects = fresh
         follow.resource_version = resource_version
-        follow.high_water = _numeric(resource_version)
+        follow.high_water = numeric(resource_version)
         if not follow.synced:
             self._mark_synced(follow, [m for _, m in changes])
             return
@@ -313,7 +275,7 @@ class ClusterSource:
                  deletes=sum(verb == "delete" for verb, _ in changes))
         self._push(changes)
 
-    async def _watch(self, follow: _Follow) -> None:
+    async def _watch(self, follow: Follow) -> None:
         """One watch request, until the server ends it."""
         if follow.resume_from is not None:
             follow.resource_version, follow.resume_from = follow.resume_from, None
@@ -341,19 +303,19 @@ class ClusterSource:
             finally:
                 follow.stream = None
 
-    def _deliver(self, follow: _Follow, event: dict[str, Any]) -> None:
+    def _deliver(self, follow: Follow, event: dict[str, Any]) -> None:
         name = follow.kind.kind
         follow.progressed = True
         self.last_event_at[name] = self._clock()
         obj = event["object"]
-        rv = _resource_version(obj)
+        rv = resource_version_of(obj)
         if event.get("type") == "BOOKMARK":
             self.bookmarks[name] += 1
-            self._advance(follow, rv)
+            follow.advance(rv)
             return
         self._prepare(obj, follow.kind)
         key = object_key(obj)
-        number = _numeric(rv)
+        number = numeric(rv)
         if number is not None and follow.high_water is not None:
             replay = number <= follow.high_water
         else:
@@ -361,7 +323,7 @@ class ClusterSource:
         if replay:  # delivered before (a watch resumed from an older version)
             self.replays[name] += 1
             return
-        self._advance(follow, rv)
+        follow.advance(rv)
         if event.get("type") == "DELETED":
             if follow.objects.pop(key, None) is not None:
                 self._push([("delete", obj)])
@@ -370,14 +332,6 @@ class ClusterSource:
         self._push([("apply", obj)])
 
     # -- plumbing -----------------------------------------------------------------------------
-
-    def _advance(self, follow: _Follow, rv: str) -> None:
-        if not rv:
-            return
-        follow.resource_version = rv
-        number = _numeric(rv)
-        if number is not None and (follow.high_water is None or number > follow.high_water):
-            follow.high_water = number
 
     def _prepare(self, manifest: dict[str, Any], kind: Kind) -> None:
         """A complete manifest (the client fills apiVersion and kind in; a fake may not), trimmed."""
@@ -388,7 +342,7 @@ class ClusterSource:
         if not self._keep_managed_fields and isinstance(meta, dict):
             meta.pop("managedFields", None)
 
-    def _mark_synced(self, follow: _Follow, manifests: list[dict[str, Any]]) -> None:
+    def _mark_synced(self, follow: Follow, manifests: list[dict[str, Any]]) -> None:
         follow.synced = True
         assert self._initial is not None, "handed over only once every kind has synced"
         self._initial[follow.kind.kind] = manifests
@@ -400,11 +354,3 @@ class ClusterSource:
             self._queue.extend(changes)
             self._wakeup.set()
 
-
-def _resource_version(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata")
-    return str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
-
-
-def _numeric(rv: str) -> int | None:
-    return int(rv) if rv.isdigit() else None

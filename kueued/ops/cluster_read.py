@@ -19,7 +19,8 @@ from typing import Any
 
 import anyio
 
-from kueued.kube.client import KINDS, KubeClient, connect
+from kueued.kube.client import KINDS, KubeClient
+from kueued.kube.connect import connect
 from kueued.kube.errors import ApiForbidden, ApiNotFound
 from kueued.logging import warn
 from kueued.sources import KIND_ORDER

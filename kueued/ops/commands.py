@@ -1,8 +1,8 @@
 """The operator's subcommands, for ``kueued.cli``: their arguments and what each one runs.
 
 ``kueued.cli`` adds these parsers and hands a parsed command here with the engine's
-``runner`` (``actors.simulation.run_actors``: cli.py is the composition root, the only
-module that names the actors).  Without files, ``status`` and ``explain`` read the
+``runner`` (``actors.simulation.run_actors``: kueued.cli is the composition root, the only
+package that names the actors).  Without files, ``status`` and ``explain`` read the
 cluster that ``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config`` or the pod's service
 account names, as ``kueued run`` connects, so ``kubectl kueued status`` (the
 ``kubectl-kueued`` entry point) reads the cluster kubectl would.
@@ -92,7 +92,7 @@ def _live(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _source(args: argparse.Namespace) -> str:
-    from kueued.kube.client import config_source
+    from kueued.kube.connect import config_source
     return config_source(args.kubeconfig)
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.simulation import simulate_timed
-from kueued.timeline import ARRIVAL, RUNTIME, US
+from kueued.trace import ARRIVAL, RUNTIME, US
 from tests.elastic.builders import EQ, WL, configuration
 
 

@@ -161,8 +161,8 @@ def test_an_admission_decided_on_an_old_version_is_refused_and_writes_nothing(in
     """The 409 itself, made certain: the commit carries the resourceVersion kueued decided on."""
     import anyio
 
-    from kueued.kube.client import connect
     from kueued.kube.commits import KubePort
+    from kueued.kube.connect import connect
     cluster = installed
     _apply(cluster, *_tree("team-e", "cq-e"), _unstamped(workload("w", "team-e", "lq", cpu="1")))
     seen = _workload(cluster, "team-e", "w")

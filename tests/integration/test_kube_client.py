@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from kueued.kube.client import EVENT, connect
+from kueued.kube.client import EVENT
+from kueued.kube.connect import connect
 from kueued.kube.errors import ApiConflict, ApiForbidden, ApiGone, ApiInvalid, ApiNotFound
 from tests.builders import flavor, namespace, workload
 from tests.integration.conftest import Cluster

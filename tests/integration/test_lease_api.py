@@ -18,10 +18,12 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
-from kueued.kube.client import KubeClient, connect
+from kueued.kube.client import KubeClient
 from kueued.kube.commits import KubePort
+from kueued.kube.connect import connect
 from kueued.kube.fencing import FencedPort
-from kueued.kube.lease import KubeLeases, LeaderElector
+from kueued.kube.lease import LeaderElector
+from kueued.kube.lease_record import KubeLeases
 from tests.builders import namespace, workload
 from tests.integration.conftest import Cluster
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kueued.kube.lease import JITTER
+from kueued.kube.lease_record import JITTER
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 from tests.integration.conftest import Cluster
 from tests.integration.daemon import Daemon

@@ -22,8 +22,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from kueued.kube.backoff import Backoff
-from kueued.kube.client import Kind, KubeClient, connect
-from kueued.kube.watch import Change, ClusterSource, WatchEvents
+from kueued.kube.client import Kind, KubeClient
+from kueued.kube.connect import connect
+from kueued.kube.watch import ClusterSource
+from kueued.kube.watch_state import Change, WatchEvents
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 from tests.integration.conftest import Cluster
 from tests.integration.kube_crds import install_crds

@@ -18,7 +18,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from kueued.kube.backoff import Backoff
-from kueued.kube.client import IN_CLUSTER, config_source, connect
+from kueued.kube.connect import IN_CLUSTER, config_source, connect
 from kueued.kube.errors import ApiUnavailable, KubeConfigError
 from kueued.kube.watch import ClusterSource
 

@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from kueued.kube import job_patches as jp
 from kueued.kube import job_workload as jw
 from kueued.kube.backoff import Backoff
 from kueued.kube.errors import ApiConflict
@@ -150,15 +151,15 @@ def _apply(job: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 def test_start_merges_the_flavors_in_and_restore_gives_the_template_back() -> None:
     job = make_job(node_selector={"team": "a"}, tolerations=[TEAM_TOLERATION])
-    started = _apply(job, jw.start_patch(job, [SPOT]))
+    started = _apply(job, jp.start_patch(job, [SPOT]))
     pod = started["spec"]["template"]["spec"]
     assert started["spec"]["suspend"] is False
     assert pod["nodeSelector"] == {"team": "a", "pool": "spot", "zone": "a"}
     assert pod["tolerations"] == [TEAM_TOLERATION, SPOT["spec"]["tolerations"][0]]
     assert json.loads(started["metadata"]["annotations"][jw.ORIGINAL_ANNOTATION]) == [
         {"name": "main", "nodeSelector": {"team": "a"}, "tolerations": [TEAM_TOLERATION]}]
-    stopped = _apply(started, jw.suspend_patch(started))
-    restored = _apply(stopped, jw.restore_patch(stopped, None))
+    stopped = _apply(started, jp.suspend_patch(started))
+    restored = _apply(stopped, jp.restore_patch(stopped, None))
     assert restored["spec"]["template"] == job["spec"]["template"]
     assert restored["spec"]["suspend"] is True and jw.ORIGINAL_ANNOTATION not in restored["metadata"]["annotations"]
 
@@ -176,31 +177,31 @@ def test_start_then_stop_is_the_identity_on_the_template(own: dict, own_tolerati
     job = make_job(node_selector=own, tolerations=own_tolerations)
     f = flavor("f", flavor_labels, flavor_tolerations)
     if any(own.get(k, v) != v for k, v in flavor_labels.items()):
-        with pytest.raises(jw.FlavorConflict):
-            jw.start_patch(job, [f])
+        with pytest.raises(jp.FlavorConflict):
+            jp.start_patch(job, [f])
         return
-    started = _apply(job, jw.start_patch(job, [f]))
+    started = _apply(job, jp.start_patch(job, [f]))
     for _ in range(restarts):  # suspended without a restore, then started again: the annotation is the truth
-        started = _apply(_apply(started, jw.suspend_patch(started)), {"spec": {"suspend": True}})
-        started = _apply(started, jw.start_patch(started, [f]))
+        started = _apply(_apply(started, jp.suspend_patch(started)), {"spec": {"suspend": True}})
+        started = _apply(started, jp.start_patch(started, [f]))
     assert started["spec"]["template"]["spec"].get("nodeSelector", {}) == {**own, **flavor_labels}
-    restored = _apply(_apply(started, jw.suspend_patch(started)), jw.restore_patch(started, None))
+    restored = _apply(_apply(started, jp.suspend_patch(started)), jp.restore_patch(started, None))
     assert restored["spec"]["template"] == job["spec"]["template"]
 
 
 def test_without_the_annotation_the_template_comes_back_from_the_workload() -> None:
     job = make_job(node_selector={"team": "a"})
     wl = jw.build_workload(job, priority=jw.Priority(0))
-    started = _apply(job, jw.start_patch(job, [SPOT]))
+    started = _apply(job, jp.start_patch(job, [SPOT]))
     started["metadata"]["annotations"].pop(jw.ORIGINAL_ANNOTATION)  # someone removed it
-    restored = _apply(started, jw.restore_patch(started, wl))
+    restored = _apply(started, jp.restore_patch(started, wl))
     assert restored["spec"]["template"]["spec"]["nodeSelector"] == {"team": "a"}
     assert "tolerations" not in restored["spec"]["template"]["spec"]
 
 
 def test_a_flavor_that_contradicts_the_template_is_a_conflict() -> None:
-    with pytest.raises(jw.FlavorConflict, match="zone=a"):
-        jw.start_patch(make_job(node_selector={"zone": "b"}), [SPOT])
+    with pytest.raises(jp.FlavorConflict, match="zone=a"):
+        jp.start_patch(make_job(node_selector={"zone": "b"}), [SPOT])
 
 
 # ---- decide: the step function -----------------------------------------------------------------------------
@@ -210,7 +211,7 @@ def _wl(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _running(job: dict[str, Any]) -> dict[str, Any]:
-    return _apply(job, jw.start_patch(job, [SPOT]))
+    return _apply(job, jp.start_patch(job, [SPOT]))
 
 
 _JOB = make_job()

@@ -22,7 +22,8 @@ from structlog.testing import capture_logs
 from kueued.kube.backoff import Backoff
 from kueued.kube.client import KINDS, Kind, manifest_kind
 from kueued.kube.errors import ApiError, ApiGone, ApiNotFound, ApiUnavailable
-from kueued.kube.watch import Change, ClusterSource
+from kueued.kube.watch import ClusterSource
+from kueued.kube.watch_state import Change
 from kueued.model.api import object_key
 from kueued.sources import Source
 

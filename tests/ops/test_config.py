@@ -8,7 +8,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kueued.cli import _parser, _settle, main
+from kueued.cli import _parser, main
+from kueued.cli.daemon import settle
 from kueued.config import DEFAULTS, Config, ConfigError, configuration_manifest, line_of, load
 from kueued.world import World
 
@@ -76,13 +77,13 @@ def test_flags_override_the_file_which_overrides_the_defaults(tmp_path: Path) ->
     path = _write(tmp_path, "[metrics]\nport = 9464\naddress = '0.0.0.0'\n[daemon]\ninterval = 5\n"
                             "[leader_election]\nname = 'from-file'\n[log]\nlevel = 'INFO'\n")
     args = _run_args("--config", str(path), "--metrics-port", "9999", "--leader-elect")
-    live = _settle(args)
+    live = settle(args)
     assert (args.metrics_port, args.metrics_address, args.interval) == (9999, "0.0.0.0", 5.0)
     assert (args.leader_elect, args.leader_elect_name, args.leader_elect_namespace) == (True, "from-file",
                                                                                         "kueued-system")
     assert live is not None and live.config.log.level == "INFO" and live.config.metrics.port == 9999
     args = _run_args()  # no file: the defaults, from the one place they are written
-    assert _settle(args) is None
+    assert settle(args) is None
     assert (args.interval, args.metrics_port, args.leader_elect_lease_duration) == (
         DEFAULTS.daemon.interval, DEFAULTS.metrics.port, DEFAULTS.leader_election.lease_duration)
 

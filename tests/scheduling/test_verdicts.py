@@ -12,7 +12,7 @@ import kueued.scheduling.cycle as cycle_module
 from actors.harness import LiveEngine
 from actors.simulation import simulate_timed
 from kueued.scheduling.verdicts import Verdicts, shape_of
-from kueued.timeline import ARRIVAL, RUNTIME
+from kueued.trace import ARRIVAL, RUNTIME
 from kueued.world import World
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 

@@ -1,0 +1,7 @@
+"""``python -m kueued.cli``: the ``kueued`` command."""
+
+import sys
+
+from kueued.cli import main
+
+sys.exit(main())

@@ -1,0 +1,114 @@
+"""The merge patches that start and stop a batch/v1 Job: the flavors' scheduling directives
+injected into its pod template, and taken out again.
+
+Pure, like :mod:`kueued.kube.job_workload`, whose :func:`~kueued.kube.job_workload.decide`
+says which one to write next; :mod:`kueued.kube.jobs` writes them.  Every patch is
+conditional on the Job's resourceVersion.
+
+- **Start** (:func:`start_patch`): the assigned ResourceFlavors' ``nodeLabels`` merged into
+  the template's ``nodeSelector`` and their ``tolerations`` appended, what the template had
+  kept in the annotation :data:`~kueued.kube.job_workload.ORIGINAL_ANNOTATION` (Kueue's
+  PodSetInfo), and ``suspend: false``.  A flavor's node label that contradicts the template's
+  selector is :class:`FlavorConflict`, a permanent start error.
+- **Stop**: :func:`suspend_patch`, then :func:`reset_start_time_patch` if the job controller
+  stamped ``status.startTime``, then :func:`restore_patch`, which gives the template its own
+  directives back (:func:`original_info`: from the annotation, else from the Workload's copy
+  of the template) and drops the annotation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kueued.kube.job_workload import ORIGINAL_ANNOTATION, POD_SET, _dict, _list, _meta, _name, _template_spec
+
+__all__ = ["FlavorConflict", "start_patch", "suspend_patch", "reset_start_time_patch", "restore_patch",
+           "original_info"]
+
+
+class FlavorConflict(ValueError):
+    """A flavor's node label contradicts the template's nodeSelector (Kueue: a permanent start error)."""
+
+
+def _precondition(job: dict[str, Any]) -> dict[str, Any]:
+    rv = _meta(job).get("resourceVersion")
+    return {"resourceVersion": rv} if rv else {}
+
+
+def _map_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any] | None:
+    """A merge patch turning map ``current`` into ``desired`` (None removes the field)."""
+    if not desired:
+        return None
+    return {**dict.fromkeys(k for k in current if k not in desired), **desired}
+
+
+def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The template's own ``nodeSelector`` and ``tolerations``: from the annotation, else the Workload's copy."""
+    raw = _dict(_meta(job).get("annotations")).get(ORIGINAL_ANNOTATION)
+    if isinstance(raw, str):
+        try:
+            infos = json.loads(raw)
+        except ValueError:
+            infos = None
+        for info in _list(infos):
+            info = _dict(info)
+            if info.get("name", POD_SET) == POD_SET:
+                return {"nodeSelector": _dict(info.get("nodeSelector")), "tolerations": _list(info.get("tolerations"))}
+    if workload is not None:
+        for ps in _list(_dict(workload.get("spec")).get("podSets")):
+            if _dict(ps).get("name", POD_SET) == POD_SET:
+                spec = _dict(_dict(_dict(ps).get("template")).get("spec"))
+                return {"nodeSelector": _dict(spec.get("nodeSelector")), "tolerations": _list(spec.get("tolerations"))}
+    return None
+
+
+def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]]) -> dict[str, Any]:
+    """Unsuspend ``job`` with the ``flavors``' (ResourceFlavor manifests) node labels and tolerations.
+
+    The original comes from the annotation if the Job already carries one (a stop not yet
+    finished), so a second start never mistakes injected values for the user's.
+    """
+    spec = _template_spec(job)
+    original = original_info(job) or {"nodeSelector": _dict(spec.get("nodeSelector")),
+                                      "tolerations": _list(spec.get("tolerations"))}
+    selector = dict(original["nodeSelector"])
+    tolerations = list(original["tolerations"])
+    for flavor in flavors:
+        fspec = _dict(flavor.get("spec"))
+        for key, value in _dict(fspec.get("nodeLabels")).items():
+            if selector.get(key, value) != value:
+                raise FlavorConflict(f"flavor {_name(flavor)} needs node label {key}={value}, "
+                                     f"the pod template selects {key}={selector[key]}")
+            selector[key] = value
+        for toleration in _list(fspec.get("tolerations")):
+            if toleration not in tolerations:
+                tolerations.append(toleration)
+    info = [{"name": POD_SET, "nodeSelector": original["nodeSelector"], "tolerations": original["tolerations"]}]
+    return {
+        "metadata": {**_precondition(job),
+                     "annotations": {ORIGINAL_ANNOTATION: json.dumps(info, sort_keys=True, separators=(",", ":"))}},
+        "spec": {"suspend": False, "template": {"spec": {
+            "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), selector),
+            "tolerations": tolerations or None}}},
+    }
+
+
+def suspend_patch(job: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": _precondition(job), "spec": {"suspend": True}}
+
+
+def reset_start_time_patch(job: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": _precondition(job), "status": {"startTime": None}}
+
+
+def restore_patch(job: dict[str, Any], workload: dict[str, Any] | None) -> dict[str, Any]:
+    """Give a stopped ``job`` its template's own scheduling directives back and drop the annotation."""
+    body: dict[str, Any] = {"metadata": {**_precondition(job), "annotations": {ORIGINAL_ANNOTATION: None}}}
+    original = original_info(job, workload)
+    if original is not None:
+        spec = _template_spec(job)
+        body["spec"] = {"template": {"spec": {
+            "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), original["nodeSelector"]),
+            "tolerations": original["tolerations"] or None}}}
+    return body
