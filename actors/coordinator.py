@@ -18,12 +18,13 @@ nothing a reader could miss is in flight when quiescence is detected.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 from anyio.abc import TaskGroup
 
+from actors.balances import Balances
 from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
 from actors.messages import (
@@ -32,10 +33,8 @@ from actors.messages import (
     Enqueue,
     Finish,
     Forget,
-    NodeReport,
     Recharge,
     Replace,
-    Report,
     RequeueParked,
 )
 from actors.node import NodeActor
@@ -57,7 +56,7 @@ __all__ = ["Coordinator", "FOLD_LIMIT"]
 log = structlog.get_logger("kueued.coordinator")
 
 
-class Coordinator(Rounds):
+class Coordinator(Rounds, Balances):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
                  iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
@@ -325,78 +324,6 @@ class Coordinator(Rounds):
             actor = self.cluster_queues.get(name)
             if actor is not None:
                 actor.tell(RequeueParked())
-
-    # --- rounds ------------------------------------------------------------------------------
-    async def assemble(self) -> Snapshot:
-        """The current balances as a snapshot, without taking heads (reports, final state)."""
-        await self._settle_finishes()
-        snap = self.forest.clone()
-        self._flush_requeues()
-        for actor in self.cluster_queues.values():
-            self._fill(snap, await actor.ask(Report()))
-        await self._fill_cohorts(snap)
-        return snap
-
-    @staticmethod
-    def _fill(snap: Snapshot, rep: NodeReport) -> None:
-        cq = snap.cluster_queues[rep.name]
-        cq.node.usage = rep.usage
-        cq.workloads = {wl.key: wl for wl in rep.admitted}
-
-    def _changed(self, cluster_queue: str | None) -> None:
-        """A balance below ``cluster_queue``'s ancestors moved (an admission, eviction, release):
-        its tree's verdicts no longer hold and its Cohorts must be read again."""
-        self.verdicts.touch(cluster_queue)
-        cq = self.forest.cluster_queues.get(cluster_queue or "")
-        node = cq.node.parent if cq is not None else None
-        while node is not None:
-            self._cohort_usage.pop(node.name, None)
-            node = node.parent
-
-    async def _fill_cohorts(self, snap: Snapshot) -> None:
-        """Each Cohort's balance, asked only of those below which something changed since.
-
-        Every change to a balance is a reservation or release the coordinator started and
-        marked (:meth:`_changed`; a topology change clears everything), so a Cohort not
-        marked since it last reported still holds what it reported then.  Releases climb
-        as tells, so the Cohorts are asked a level at a time, deepest first: a Cohort has
-        answered, and so sent on every release it was holding, before its parent is asked.
-        """
-        asked = []
-        for name in self.cohorts:
-            cached = self._cohort_usage.get(name)
-            if cached is not None:
-                snap.cohorts[name].node.usage = dict(cached)
-            else:
-                asked.append(name)
-        for level in self._deepest_first(asked):
-            replies = [(name, self.cohorts[name].post(Report())) for name in level]
-            for name, reply in replies:
-                rep = await reply.result(self.cohorts[name].ask_timeout)
-                self._cohort_usage[name] = rep.usage
-                snap.cohorts[name].node.usage = dict(rep.usage)
-
-    def _deepest_first(self, names: Iterable[str]) -> list[list[str]]:
-        """Cohort actors grouped by their depth in the actors' tree, deepest first."""
-        by_depth: dict[int, list[str]] = {}
-        depths = self._depths
-        for name in names:
-            depth = depths.get(name)
-            if depth is None:
-                depth, up = 0, self.cohorts[name].parent
-                while up is not None:
-                    depth, up = depth + 1, up.parent
-                depths[name] = depth
-            by_depth.setdefault(depth, []).append(name)
-        return [by_depth[d] for d in sorted(by_depth, reverse=True)]
-
-    async def drain_cohorts(self, names: Iterable[str] | None = None) -> None:
-        """Wait until these Cohorts (default: all) have handled every release sent up so far,
-        a level at a time, deepest first (before a reconfiguration resets their balances,
-        or borrow requests that should see what evictions gave back)."""
-        for level in self._deepest_first(self.cohorts if names is None else names):
-            for name in level:
-                await self.cohorts[name].drain()
 
     def now(self) -> float:
         return self.clock() if self.clock is not None else 4_000_000_000.0 + self.rounds

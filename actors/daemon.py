@@ -139,16 +139,8 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
     async with anyio.create_task_group() as tg:
         coord, elastic = await _start(world, port, tg, clock=clock, status=status, metrics=metrics)
         health = health if health is not None else Health()
-        # Without leader election this process commits from the start; with it (``elected``), the
-        # elector calls health.set_leader as it wins or loses the lease, and the port is fenced
-        # (kueued.kube.fencing): a follower decides every round but its writes are refused.
-        if not elected:
-            health.set_leader(True)
         notifier = notifier if notifier is not None else Notifier()
-        stop = _Stop()
-        if handle_signals:
-            tg.start_soon(_stop_on_signal, stop, tg.cancel_scope)
-            tg.start_soon(_reload_on_signal, config, health)
+        stop = _supervise(tg, health, elected=elected, signals=handle_signals, config=config)
         batch: list[tuple[str, dict]] = []
         with stop.interruptible():
             batch = await source.initial()  # nothing is decided before every kind's first list is in
@@ -175,20 +167,10 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                         on_settled(coord)
                 if status is not None:  # every pass, idle ones too: a write held back for its interval goes out
                     await status.publish(coord)
-                line = _status_line(world, health) if notifier.enabled else None
-                if not ready:
-                    ready = True
-                    health.ready()
-                    notifier.ready(line)
-                    log.info("daemon_ready", source=source.name, objects=len(world.raw))
-                elif line is not None:
-                    notifier.status(line)
+                _pass_done(world, source, health, notifier, metrics, first=not ready)
+                ready = True
                 due = elastic.deadline()
                 pause = interval if due is None else min(interval, max(0.0, due - clock()))
-                if metrics is not None:
-                    _observe_pass(metrics, source, health)
-                health.tick()  # a pass done: the loop is not wedged
-                notifier.watchdog()
                 wait = 0 if unsettled else min(pause, notifier.ping_every or pause)
                 batch = []
                 with stop.interruptible():
@@ -199,6 +181,39 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
             coord.stop()
             elastic.stop()
         tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
+
+
+def _supervise(tg: Any, health: Health, *, elected: bool, signals: bool, config: Live | None) -> _Stop:
+    """Who commits, and the signals: SIGTERM stops the loop, SIGHUP reloads the config.
+
+    Without leader election this process commits from the start; with it (``elected``), the
+    elector calls health.set_leader as it wins or loses the lease, and the port is fenced
+    (kueued.kube.fencing): a follower decides every round but its writes are refused."""
+    if not elected:
+        health.set_leader(True)
+    stop = _Stop()
+    if signals:
+        tg.start_soon(_stop_on_signal, stop, tg.cancel_scope)
+        tg.start_soon(_reload_on_signal, config, health)
+    return stop
+
+
+def _pass_done(world: World, source: Source, health: Health, notifier: Notifier, metrics: Metrics | None, *,
+               first: bool) -> None:
+    """A pass of the loop is done: READY after the first (every actor runs and the first load
+    is applied), STATUS after the others, the pass's metrics, and the liveness signals (a
+    wedged loop stops them: ``/healthz`` fails and systemd's watchdog fires)."""
+    line = _status_line(world, health) if notifier.enabled else None
+    if first:
+        health.ready()
+        notifier.ready(line)
+        log.info("daemon_ready", source=source.name, objects=len(world.raw))
+    elif line is not None:
+        notifier.status(line)
+    if metrics is not None:
+        _observe_pass(metrics, source, health)
+    health.tick()
+    notifier.watchdog()
 
 
 async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
