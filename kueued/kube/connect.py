@@ -14,10 +14,12 @@ configuration came from.
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 
 import structlog
+import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 
@@ -70,7 +72,12 @@ async def connect(kubeconfig: Path | None = None, *, context: str | None = None,
             # persist_config=False: a refreshed token is never written back into the user's file.
             await load_kube_config(config_file=source, context=context, client_configuration=config,
                                    persist_config=False)
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+    except yaml.YAMLError as exc:  # where in the file, never what it holds
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+        raise KubeConfigError(f"cannot load the cluster configuration from {source}: "
+                              f"not valid YAML{at}") from exc
+    except (ConfigException, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         # The loader's messages name files and fields, not their contents.
         raise KubeConfigError(f"cannot load the cluster configuration from {source}: "
                               f"{type(exc).__name__}: {exc}") from exc
@@ -79,7 +86,12 @@ async def connect(kubeconfig: Path | None = None, *, context: str | None = None,
         log.warning("tls_verification_disabled", server=config.host, by="flag")
     elif not config.verify_ssl:
         log.warning("tls_verification_disabled", server=config.host, by="kubeconfig")
-    api = ApiClient(configuration=config)
+    try:
+        api = ApiClient(configuration=config)
+    except (ssl.SSLError, OSError, ValueError) as exc:  # a client certificate or key that cannot be used
+        raise KubeConfigError(f"cannot use the credentials in {source}: {type(exc).__name__}: "
+                              f"{getattr(exc, 'reason', None) or 'the client certificate or key is not usable'}"
+                              ) from exc
     api.user_agent = USER_AGENT
     log.info("kube_configured", server=config.host, source=source if source == IN_CLUSTER else "kubeconfig",
              context=context or "")

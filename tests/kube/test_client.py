@@ -70,6 +70,26 @@ async def test_a_missing_kubeconfig_file_is_a_kube_config_error(tmp_path: Path) 
         await connect(tmp_path / "nope.yaml")
 
 
+async def test_a_kubeconfig_that_is_not_yaml_is_a_kube_config_error_that_says_where(tmp_path: Path) -> None:
+    bad = tmp_path / "kc"
+    bad.write_text("apiVersion: v1\nclusters: [\n  - {name: x\n")
+    with pytest.raises(KubeConfigError, match=r"not valid YAML \(line 3, column 3\)"):
+        await connect(bad)
+
+
+async def test_an_unusable_client_key_is_a_kube_config_error_and_its_bytes_are_not_shown(tmp_path: Path) -> None:
+    bad = tmp_path / "kc"
+    bad.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"client-certificate-data": "bm90IGEgY2VydA==",
+                                         "client-key-data": "bm90IGEga2V5"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    with pytest.raises(KubeConfigError, match="cannot use the credentials") as caught:
+        await connect(bad)
+    assert "bm90IGEga2V5" not in str(caught.value) and "not a key" not in str(caught.value)
+
+
 async def test_turning_tls_verification_off_is_logged_and_no_secret_is(tmp_path: Path) -> None:
     server = f"https://127.0.0.1:{_closed_port()}"
     with capture_logs() as logs:
