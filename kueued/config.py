@@ -30,8 +30,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 import structlog
+import yaml
 
 from kueued.errors import KueuedError
+from kueued.kueue_config import is_kueue_configuration, settings_from, yaml_line
 from kueued.model.settings import DEFAULT_DELAY_EVICT_TIME, Settings
 from kueued.model.validation import CONFIG_GROUP
 from kueued.model.validation.configuration import validate_configuration
@@ -173,6 +175,8 @@ def load(path: Path) -> Config:
         text = data.decode()
     except UnicodeDecodeError:
         raise ConfigError([Problem(name, 0, "", "not UTF-8")]) from None
+    if path.suffix in (".yaml", ".yml", ".json") or text.lstrip().startswith("apiVersion"):
+        return _load_kueue(name, text)
     try:
         config = msgspec.toml.decode(data, type=Config)
     except msgspec.ValidationError as exc:
@@ -183,6 +187,33 @@ def load(path: Path) -> Config:
     problems = [Problem(name, line_of(text, key) or 0, key, reason) for key, reason in _check(config)]
     if problems:
         raise ConfigError(problems)
+    return config
+
+
+def _load_kueue(name: str, text: str) -> Config:
+    """Kueue's own Configuration file (:mod:`kueued.kueue_config`): the fields kueued shares."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError([Problem(name, mark.line + 1 if mark else 0, "", "not valid YAML")]) from None
+    if not is_kueue_configuration(doc):
+        raise ConfigError([Problem(name, 1, "kind", "a YAML config must be Kueue's Configuration "
+                                   "(apiVersion config.kueue.x-k8s.io/v1beta1 or v1beta2, kind Configuration); "
+                                   "kueued's own settings are TOML")])
+    settings, ignored, problems = settings_from(doc)
+    if problems:
+        raise ConfigError([Problem(name, yaml_line(text, field) or 0, field, why) for field, why in problems])
+    if ignored:
+        log.info("config_fields_ignored", file=name, fields=ignored)
+    try:
+        config = msgspec.convert(settings, type=Config)
+    except msgspec.ValidationError as exc:
+        problem = _problem(name, "", str(exc))
+        raise ConfigError([Problem(name, 0, problem.key, problem.reason)]) from None
+    problems_ = [Problem(name, 0, key, reason) for key, reason in _check(config)]
+    if problems_:
+        raise ConfigError(problems_)
     return config
 
 
