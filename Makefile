@@ -42,6 +42,12 @@ test-integration: $(STAMP)
 e2e-kind:
 	@MAKE="$(MAKE)" tests/e2e/kind.sh
 
+# The engine's model check (tests/reliability/test_model_check.py) with 20,000 sequences instead of
+# CI's 500 (KUEUED_SOAK=<n> for another count); about 40 times the CI run's minute.
+.PHONY: soak
+soak: $(STAMP)
+	KUEUED_SOAK=$${KUEUED_SOAK:-1} $(BIN)/python -m pytest -q tests/reliability/test_model_check.py --hypothesis-show-statistics
+
 lint: $(STAMP)
 	$(BIN)/ruff check kueued actors tests bench
 	$(BIN)/python -m mypy

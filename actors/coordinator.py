@@ -39,6 +39,7 @@ from actors.messages import (
 )
 from actors.node import NodeActor
 from actors.rounds import FOLD_LIMIT, Rounds
+from actors.runtime import ActorStopped
 from kueued.engine.wiring import PreemptorFactory, forest_of, queue_order_hook
 from kueued.kube.port import ApiPort, Recorder
 from kueued.quota import node as qn
@@ -295,7 +296,11 @@ class Coordinator(Rounds, Balances):
     async def _settle_finishes(self) -> None:
         finishing, self._finishing = self._finishing, []
         for name, admitted, reply in finishing:
-            if await reply.result(self.cluster_queues[name].ask_timeout) and admitted:
+            try:
+                released = await reply.result(ClusterQueueActor.ask_timeout)
+            except ActorStopped:  # its ClusterQueue was deleted meanwhile: nothing is left to release
+                continue
+            if released and admitted and name in self.forest.cluster_queues:
                 self._changed(name)
                 self._requeue_tree(name)
 
@@ -303,7 +308,10 @@ class Coordinator(Rounds, Balances):
         """Every parked workload of this tree goes back to its heap before its queue next pops:
         the request rides on the next ``Nominate`` (one message per queue however many
         workloads finished), or is told by :meth:`_flush_requeues`."""
-        root = self.forest.cluster_queues[cq_name].node.root()
+        cq = self.forest.cluster_queues.get(cq_name)
+        if cq is None:  # deleted since: its tree, if any, was requeued by the topology change
+            return
+        root = cq.node.root()
         self._stale_trees[id(root)] = root
 
     def _take_requeues(self) -> set[str]:

@@ -107,17 +107,14 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
 async def _rounds(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort, reasons: ReasonLog,
                   metrics: Metrics | None, until: Callable[[], bool], changed: int) -> bool:
     """Both coordinators' rounds, for at most an interval (``until``), and what follows them:
-    evictions finished, pending reasons written, metrics refreshed.  Whether the rounds paused
-    before quiescence."""
+    the pending reasons noted, metrics refreshed.  Whether the rounds paused before quiescence."""
     rounds = await coord.run_to_quiescence(until=until)
     unsettled = not coord.quiescent
     elastic_rounds = await elastic.run_to_quiescence()
     await elastic.publish()
-    await port.finish_evictions()
     log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
              elastic_rounds=elastic_rounds)
     await reasons.update(coord, port)
-    await port.flush_pending()
     if metrics is not None:
         await _observe(metrics, coord, elastic, port, rounds + elastic_rounds)
     return unsettled
@@ -165,7 +162,8 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     unsettled = await _rounds(coord, elastic, port, reasons, metrics, until, changed)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
-                if status is not None:  # every pass, idle ones too: a write held back for its interval goes out
+                unsettled = await _retry_writes(port) or unsettled
+                if status is not None:  # a status write held back for its interval goes out
                     await status.publish(coord)
                 _pass_done(world, source, health, notifier, metrics, first=not ready)
                 ready = True
@@ -181,6 +179,15 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
             coord.stop()
             elastic.stop()
         tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
+
+
+async def _retry_writes(port: ApiPort) -> bool:
+    """Every pass, idle ones too: a write that failed at the end of a burst is retried while the
+    cluster is quiet (both are no-ops when nothing is due).  Whether an eviction's reservation
+    is now cleared: the next pass's rounds release its quota."""
+    cleared = await port.finish_evictions()
+    await port.flush_pending()
+    return bool(cleared)
 
 
 def _supervise(tg: Any, health: Health, *, elected: bool, signals: bool, config: Live | None) -> _Stop:

@@ -19,9 +19,18 @@ read Kueue's:
   restart, for a Workload found evicted but still holding its admission).
 - **Pending**: ``QuotaReserved=False`` with reason ``Pending`` and the sentence kueued already
   builds, written only when it changes and at most once per ``pending_interval`` seconds
-  per workload (:meth:`pending`, :meth:`flush_pending`).
+  per workload (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush,
+  and one the Workload already shows (a restart) is not written again.
 - **ElasticQuota**: the request/runtime annotations (a merge patch on the object) and the
   ``Accepted`` condition on its status.
+
+Commits in doubt.  A write whose answer never came (a reset connection, a timeout) or came as
+a 500 or 504 may have been made all the same.  Taken for refused, an admission that was in fact
+written would have its quota given to another workload: two admissions where one fits.  So
+an admission or an eviction that fails that way is settled by reading the Workload back
+(a few tries, ``READ_BACK_DELAYS``): if it shows the write, the commit stands
+(``commit_confirmed``); if it does not, or cannot be read, the commit is refused as usual
+(the second logged ``commit_in_doubt``; the watch still brings the truth later).
 
 Each :meth:`~KubePort.admit` and :meth:`~KubePort.evict` call is timed on ``clock`` (both phases of
 an eviction, refused writes too) into ``timings``, (kind, seconds), which metrics drain
@@ -40,12 +49,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
 import structlog
 
-from kueued.kube.errors import ApiError
+from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.port import Committed, Condition, count_commit
 from kueued.model.quantity import format_milli
 
@@ -60,10 +70,16 @@ WRITES_IN_FLIGHT = 32
 """Pending-condition writes sent at once (the coordinator bounds its commits the same way)."""
 
 
+READ_BACK_DELAYS = (0.1, 0.2, 0.4, 0.8, 1.6)
+"""Waits between the reads that settle a commit in doubt (module notes): about three seconds in all."""
+
+
 class StatusClient(Protocol):
     async def patch_status(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict: ...
 
     async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict: ...
+
+    async def get(self, kind: str, namespace: str | None, name: str) -> dict: ...
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -146,7 +162,7 @@ class KubePort:
                            Condition("Preempted", "False", "QuotaReserved", "Previously: preempted")]
         body = self._status_body(manifest, conditions, conditional=True)
         body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
-        if not await self._write(workload, body, what="admit"):
+        if not await self._write(workload, body, what="admit", applied=partial(_admitted_to, cluster_queue)):
             return False
         self._pending_written.pop(workload, None)
         self._pending_due.pop(workload, None)
@@ -168,7 +184,7 @@ class KubePort:
         conditions = [Condition("Evicted", "True", "Preempted", message),
                       Condition("Preempted", "True", reason, message)]
         if not await self._write(workload, self._status_body(manifest, conditions, conditional=True),
-                                 what="evict"):
+                                 what="evict", applied=partial(_evicted_for, message)):
             return False
         self._committed(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
         self._evicting[workload] = message
@@ -232,6 +248,9 @@ class KubePort:
             manifest = self.manifest_of(workload)
             if manifest is None or _dict(manifest.get("status")).get("admission"):
                 continue  # gone, or admitted meanwhile (an echo not seen yet): no pending condition over it
+            if _pending_says(manifest, message):  # already there (a restart): nothing to write
+                self._pending_written[workload] = (message, now)
+                continue
             due.append((workload, message, manifest))
         written = 0
         limiter = anyio.CapacityLimiter(WRITES_IN_FLIGHT)
@@ -244,6 +263,8 @@ class KubePort:
                 if await self._write(workload, body, what="pending"):
                     self._pending_written[workload] = (message, now)
                     written += 1
+                else:  # still due (unless a newer reason came meanwhile): nobody will say it again
+                    self._pending_due.setdefault(workload, message)
 
         async with anyio.create_task_group() as tg:
             for item in due:
@@ -280,15 +301,23 @@ class KubePort:
             body["metadata"] = {"resourceVersion": meta["resourceVersion"]}
         return body
 
-    async def _write(self, workload: str, body: dict[str, Any], *, what: str) -> bool:
+    async def _write(self, workload: str, body: dict[str, Any], *, what: str,
+                     applied: Callable[[dict[str, Any]], bool] | None = None) -> bool:
+        """One status patch; whether it was made.  With ``applied``, a failure that may have come
+        after the write (module notes) is settled by reading the Workload back."""
         namespace, name = workload.split("/", 1)
         try:
             updated = await self.client.patch_status("Workload", namespace, name, body)
         except ApiError as exc:
-            self.refused += 1
-            log.info("commit_refused", workload=workload, commit=what, error=type(exc).__name__,
+            confirmed = await self._read_back(workload, applied) if applied and in_doubt(exc) else None
+            if confirmed is None:
+                self.refused += 1
+                log.info("commit_refused", workload=workload, commit=what, error=type(exc).__name__,
+                         detail=str(exc)[:200])
+                return False
+            log.info("commit_confirmed", workload=workload, commit=what, error=type(exc).__name__,
                      detail=str(exc)[:200])
-            return False
+            updated = confirmed
         manifest = self.manifest_of(workload)
         if manifest is not None and isinstance(updated, dict):
             # the next write of this workload builds on what this one made (conditions, version)
@@ -296,3 +325,44 @@ class KubePort:
             manifest.setdefault("metadata", {})["resourceVersion"] = \
                 (updated.get("metadata") or {}).get("resourceVersion")
         return True
+
+    async def _read_back(self, workload: str, applied: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        """The Workload as it is now if it shows the write in doubt was made, else None."""
+        namespace, name = workload.split("/", 1)
+        for delay in READ_BACK_DELAYS:
+            try:
+                current = await self.client.get("Workload", namespace, name)
+            except ApiNotFound:
+                return None
+            except ApiError:
+                await anyio.sleep(delay)
+                continue
+            return current if applied(current) else None
+        log.warning("commit_in_doubt", workload=workload, attempts=len(READ_BACK_DELAYS))
+        return None
+
+
+def in_doubt(exc: ApiError) -> bool:
+    """A failure that may have come after the API server made the write: no answer at all (a
+    reset connection, a timeout), or a 500 or 504, which the API server sends when its store
+    did not answer in time though it may still apply the write."""
+    return exc.status in (None, 500, 504)
+
+
+def _admitted_to(cluster_queue: str, current: dict[str, Any]) -> bool:
+    admission = _dict(_dict(current.get("status")).get("admission"))
+    return admission.get("clusterQueue") == cluster_queue
+
+
+def _evicted_for(message: str, current: dict[str, Any]) -> bool:
+    listed = _dict(current.get("status")).get("conditions")
+    return isinstance(listed, list) and any(
+        isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"
+        and c.get("message") == message for c in listed)
+
+
+def _pending_says(manifest: dict[str, Any], message: str) -> bool:
+    listed = _dict(manifest.get("status")).get("conditions")
+    return isinstance(listed, list) and any(
+        isinstance(c, dict) and c.get("type") == "QuotaReserved" and c.get("status") == "False"
+        and c.get("reason") == "Pending" and c.get("message") == message for c in listed)
