@@ -21,8 +21,7 @@ __all__ = ["Rule", "RULES", "NAME", "rbac"]
 
 NAME = "kueued"
 _RBAC = "rbac.authorization.k8s.io"
-_READ = ("get", "list", "watch")
-_STATUS = ("get", "update", "patch")
+_WATCH = ("list", "watch")
 
 
 class Rule(NamedTuple):
@@ -34,50 +33,50 @@ class Rule(NamedTuple):
 
 
 RULES: tuple[Rule, ...] = (
-    # ClusterSource (kube/watch.py): list, then watch, every kind the World applies;
-    # KubeClient.get refreshes one object.
-    Rule(KUEUE_GROUP, ("resourceflavors", "cohorts", "clusterqueues", "localqueues", "workloadpriorityclasses",
-                       "workloads"), _READ,
-         "ClusterSource: list-then-watch of every Kueue kind the World applies; KubeClient.get"),
+    # ClusterSource (kube/watch.py): list, then watch, every kind the World applies.
+    Rule(KUEUE_GROUP, ("cohorts", "clusterqueues", "localqueues"), _WATCH,
+         "ClusterSource: list-then-watch of the Kueue kinds the World applies"),
+    # KubeClient.get reads one object back: a Workload (a commit in doubt, the Job integration),
+    # a ResourceFlavor and a WorkloadPriorityClass (the Job integration's flavors and priority).
+    Rule(KUEUE_GROUP, ("resourceflavors", "workloadpriorityclasses", "workloads"), ("get", "list", "watch"),
+         "ClusterSource: list-then-watch; KubeClient.get of one Workload, flavor or priority class"),
     # KubePort.admit / evict / flush_pending (kube/commits.py): a merge patch of
     # status.admission and conditions carrying the resourceVersion decided on, so a
-    # conflict fails the commit (KubeClient.patch_status); replace_status is the PUT (update).
-    # `get` on a status subresource (here and below) serves the read-modify-write that
-    # precedes an update (kubectl patch --subresource reads first too); it shows nothing a
-    # get of the object does not, and Kueue's own role grants it likewise.
-    Rule(KUEUE_GROUP, ("workloads/status",), _STATUS,
+    # conflict fails the commit (KubeClient.patch_status).  Never a PUT, never a read of the
+    # subresource (a get of the object shows the same).
+    Rule(KUEUE_GROUP, ("workloads/status",), ("patch",),
          "KubePort.admit, evict, flush_pending: admission, eviction and Pending conditions on the Workload"),
-    # The queue status writer (to come): pending/reserving/admitted counts, flavor usage, fair share,
-    # and the Active condition that says why a queue is inactive.
-    Rule(KUEUE_GROUP, ("clusterqueues/status", "localqueues/status", "cohorts/status"), _STATUS,
+    # The queue status writer (kube/status_publisher.py): pending/reserving/admitted counts,
+    # flavor usage, fair share, and the Active condition that says why a queue is inactive.
+    Rule(KUEUE_GROUP, ("clusterqueues/status", "localqueues/status", "cohorts/status"), ("patch",),
          "queue status writer: counts, usage, fair share and conditions of ClusterQueues, LocalQueues, Cohorts"),
-    # The Job integration (kube/jobs.py): a Workload per Job, kept in step with it, removed with it.
-    Rule(KUEUE_GROUP, ("workloads",), ("create", "update", "patch", "delete"),
-         "Job integration: creates, updates and deletes the Workload that stands for a Job"),
+    # The Job integration (kube/jobs.py): a Workload per Job, kept in step with it (merge
+    # patches), removed with it.
+    Rule(KUEUE_GROUP, ("workloads",), ("create", "patch", "delete"),
+         "Job integration: creates, patches and deletes the Workload that stands for a Job"),
     # The ElasticQuota watch, then KubePort.annotate_quota: Koordinator's request/runtime
     # annotations are metadata, so they are a merge patch of the object itself (KubeClient.patch).
-    Rule(KOORDINATOR_GROUP, ("elasticquotas",), _READ, "ClusterSource: list-then-watch of ElasticQuota groups"),
-    Rule(KOORDINATOR_GROUP, ("elasticquotas",), ("patch",),
-         "KubePort.annotate_quota: the quota.scheduling.koordinator.sh/request and /runtime annotations"),
+    Rule(KOORDINATOR_GROUP, ("elasticquotas",), (*_WATCH, "patch"),
+         "ClusterSource: list-then-watch of ElasticQuota groups; KubePort.annotate_quota: the "
+         "quota.scheduling.koordinator.sh/request and /runtime annotations"),
     # KubePort.set_quota_condition: the Accepted condition on an ElasticQuota's status.
-    Rule(KOORDINATOR_GROUP, ("elasticquotas/status",), _STATUS,
+    Rule(KOORDINATOR_GROUP, ("elasticquotas/status",), ("patch",),
          "KubePort.set_quota_condition: an ElasticQuota's Accepted condition (why it was refused)"),
     # Namespace labels decide ClusterQueue namespaceSelectors; nodes' allocatable is the
     # elastic quota tree's total.
-    Rule("", ("namespaces", "nodes"), _READ,
+    Rule("", ("namespaces", "nodes"), _WATCH,
          "ClusterSource: namespace labels for namespaceSelectors, node allocatable for the elastic total"),
-    # KubeClient.create_event: a decision as an Event on the object it concerns (core/v1,
-    # cluster-scoped objects' events in `default`); patch bumps a repeated event's count
-    # instead of creating another, and events.k8s.io/v1 is the same object under its new API.
-    Rule("", ("events",), ("create", "patch"), "KubeClient.create_event: admissions, evictions, refusals"),
-    Rule("events.k8s.io", ("events",), ("create", "patch"), "event recorder through events.k8s.io/v1"),
+    # KubeClient.create_event: a decision as a core/v1 Event on the object it concerns
+    # (cluster-scoped objects' events in `default`); each is a new Event, never a patch.
+    Rule("", ("events",), ("create",), "KubeClient.create_event: admissions, evictions, refusals"),
     # The Job integration (kube/jobs.py): suspend a Job until admitted, then unsuspend it with
-    # the flavors' node selector and tolerations; suspend it again and restore its template on eviction.
-    Rule("batch", ("jobs",), ("get", "list", "watch", "update", "patch"),
+    # the flavors' node selector and tolerations; suspend it again and restore its template on
+    # eviction (merge patches, never a PUT).
+    Rule("batch", ("jobs",), ("get", "list", "watch", "patch"),
          "Job integration: watches Jobs, suspends and unsuspends them, injects node selectors"),
     # A stopped Job's template may change only once status.startTime is cleared (the API server's rule
     # for a suspended Job's scheduling directives); Kueue clears it the same way.
-    Rule("batch", ("jobs/status",), _STATUS,
+    Rule("batch", ("jobs/status",), ("patch",),
          "Job integration: clears status.startTime of a stopped Job so its pod template can be restored"),
     # A Workload's ownerReference to its Job sets blockOwnerDeletion, which the
     # OwnerReferencesPermissionEnforcement admission plugin allows only to who may update the

@@ -222,11 +222,24 @@ def test_kueued_can_write_kueues_status_shapes(installed, as_kueued):
         _store(installed, [{"apiVersion": crd.api_version, "kind": kind, **obj}])
         where = ["-n", obj["metadata"]["namespace"]] if crd.namespaced else []
         resource = f"{crd.plural}.{crd.group}"
-        # As kueued's own user, through the status subresource only.
-        installed.kubectl_run("patch", resource, obj["metadata"]["name"], *where, "--subresource=status",
-                              "--type=merge", "-p", json.dumps({"status": STATUSES[kind]}), kubeconfig=as_kueued)
+        # As kueued's own user, through the status subresource only, as kueued writes it: a merge
+        # patch and nothing else (kubectl patch would read the subresource first, which the
+        # least-privilege role does not grant)
+        _patch_status(as_kueued, kind, obj["metadata"].get("namespace"), obj["metadata"]["name"],
+                      {"status": STATUSES[kind]})
         got = installed.kubectl_json("get", resource, obj["metadata"]["name"], *where)
         assert got["status"] == STATUSES[kind], kind
+
+
+def _patch_status(kubeconfig: Path, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> None:
+    import anyio
+
+    from kueued.kube.connect import connect
+
+    async def main() -> None:
+        async with await connect(kubeconfig) as kube:
+            await kube.patch_status(kind, namespace, name, body)
+    anyio.run(main)
 
 
 # --- every manifest kueued accepts, the API server accepts ---------------------------------------------
@@ -305,9 +318,10 @@ def test_user_kueued_gets_what_the_daemon_calls(installed, as_kueued):
                         "metadata": {"name": "it-rbac"}, "spec": {}}])
     listed = installed.kubectl_json("get", "workloads.kueue.x-k8s.io", "-A", kubeconfig=as_kueued)
     assert ("it-rbac", ns) in {(i["metadata"]["name"], i["metadata"]["namespace"]) for i in listed["items"]}
-    installed.kubectl_run("patch", "workloads.kueue.x-k8s.io", "it-rbac", "-n", ns, "--subresource=status",
-                          "--type=merge", "-p", json.dumps({"status": {"conditions": [CONDITION]}}),
-                          kubeconfig=as_kueued)
+    _patch_status(as_kueued, "Workload", ns, "it-rbac", {"status": {"conditions": [CONDITION]}})
+    # merge patches only: no PUT of a status, no read of a status subresource
+    assert _can(installed, as_kueued, "patch", "workloads.kueue.x-k8s.io", "--subresource=status", "-n", ns)
+    assert not _can(installed, as_kueued, "update", "workloads.kueue.x-k8s.io", "--subresource=status", "-n", ns)
 
     deleted = installed.kubectl_run("delete", "clusterqueues.kueue.x-k8s.io", "it-rbac", kubeconfig=as_kueued,
                                     check=False)

@@ -66,25 +66,9 @@ IMPLIED: dict[tuple[str, str, str], str] = {
 }
 """Granted though no call names it, because the API server requires it of a call that is made."""
 
-EXCESS: dict[tuple[str, str, str], str] = {
-    **{("kueue.x-k8s.io", f"{p}/status", "get"): "read-modify-write allowance (rbac.py); kueued only merge-patches"
-       for p in ("workloads", "clusterqueues", "localqueues", "cohorts")},
-    ("scheduling.sigs.k8s.io", "elasticquotas/status", "get"): "as above",
-    ("batch", "jobs/status", "get"): "as above",
-    **{("kueue.x-k8s.io", f"{p}/status", "update"): "replace_status (PUT) exists in KubeClient but nothing calls it"
-       for p in ("workloads", "clusterqueues", "localqueues", "cohorts")},
-    ("scheduling.sigs.k8s.io", "elasticquotas/status", "update"): "as above",
-    ("batch", "jobs/status", "update"): "as above",
-    ("kueue.x-k8s.io", "workloads", "update"): "the Job integration merge-patches its Workloads, never PUTs",
-    ("batch", "jobs", "update"): "the Job integration merge-patches Jobs, never PUTs",
-    ("", "events", "patch"): "create_event always POSTs a new Event; no count bump by patch",
-    ("events.k8s.io", "events", "create"): "nothing writes events.k8s.io/v1",
-    ("events.k8s.io", "events", "patch"): "nothing writes events.k8s.io/v1",
-    **{(k.group, k.plural, "get"): "no single-object read (list and watch already show every object)"
-       for k in KINDS.values() if k.kind not in ("ResourceFlavor", "WorkloadPriorityClass", "Workload")},
-}
-"""Granted and never called: reported to the lead (issue 18), kept here so the list cannot grow unseen.
-Removing one from ``kueued/kube/rbac.py`` means removing it here (and from tests/kube/test_manifests.py)."""
+EXCESS: dict[tuple[str, str, str], str] = {}
+"""Granted and never called: none (the role grants exactly what the code calls; a grant added without
+a call fails here, as a call added without a grant does)."""
 
 
 class Call:
