@@ -1,0 +1,62 @@
+"""``bench/kueue_perf_api.py`` at a tiny scale on the session's control plane.
+
+The bench's runner, recorder, trivial admitter and ``kueued run`` process work end to end:
+every row of its tables is printed and every Workload is admitted and finished, in both
+runs.  No figure is asserted: on a shared machine they are the bench's to print, not a
+test's to judge.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import pytest
+from rich.console import Console
+
+pytestmark = pytest.mark.control_plane
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "kueue_perf_api.py"
+NAMESPACE = "perf-smoke"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kueue_perf_api", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.timeout(120)
+def test_a_tiny_baseline_runs_through_the_api_server(installed: Any, tmp_path: Path) -> None:
+    bench = _bench()
+    trace = bench.load_trace("baseline", 0.01, namespace=NAMESPACE, prefix="smoke-")
+    shape = bench.shape_of(trace)
+    schedule = bench.schedule_floor(trace)
+    pids = installed.control_plane.pids if installed.control_plane is not None else []
+    options = bench.Options(namespace=NAMESPACE, timeout=90, state=tmp_path, server_pids=pids)
+    try:
+        floor, ours = anyio.run(partial(bench.measure, trace, admin=installed.kubeconfig,
+                                        kueued_kubeconfig=installed.user_kubeconfig("kueued"), options=options))
+    finally:
+        anyio.run(bench.remove, installed.kubeconfig, trace, NAMESPACE)
+
+    console = Console(record=True, width=220)
+    console.print(bench.report("baseline", 0.01, shape, schedule.summary, floor, ours))
+    console.print(bench.targets(schedule.summary, floor, ours))
+    text = console.export_text()
+    for row in ("wall (s)", "cq usage (%)", "small wait (s)", "medium wait (s)", "large wait (s)", "API writes",
+                "wall / max(API floor, schedule floor)", "kueued cpu / wall", "commit p99 (s)", "commit median (s)"):
+        assert row in text, row
+    everyone = {a.key for a in trace.arrivals}
+    for run in (floor, ours):
+        assert set(run.first_admit) == everyone, run.label
+        assert set(run.finished) == everyone, run.label
+    assert ours.process["cpu_s"] > 0 and ours.process["rss_mib"] > 0
