@@ -143,6 +143,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
             batch = await source.initial()  # nothing is decided before every kind's first list is in
         ready = False
         unsettled = False  # the last rounds stopped at the interval, before quiescence
+        wrote_at = clock()  # the last pass that wrote status and pending reasons
         reasons = ReasonLog()
         try:
             while not stop.requested:
@@ -162,9 +163,9 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     unsettled = await _rounds(coord, elastic, port, reasons, metrics, until, changed)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
-                unsettled = await _retry_writes(port) or unsettled
-                if status is not None:  # a status write held back for its interval goes out
-                    await status.publish(coord)
+                if not source.queued() or clock() - wrote_at >= interval:
+                    unsettled = await _writes(port, status, coord) or unsettled
+                    wrote_at = clock()
                 _pass_done(world, source, health, notifier, metrics, first=not ready)
                 ready = True
                 due = elastic.deadline()
@@ -181,12 +182,18 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
 
 
-async def _retry_writes(port: ApiPort) -> bool:
-    """Every pass, idle ones too: a write that failed at the end of a burst is retried while the
-    cluster is quiet (both are no-ops when nothing is due).  Whether an eviction's reservation
-    is now cleared: the next pass's rounds release its quota."""
+async def _writes(port: ApiPort, status: StatusPublisher | None, coord: Coordinator) -> bool:
+    """The writes that say what was decided, after the decisions: evictions' second phases,
+    pending reasons, the queues' status.  On every pass, idle ones too, so a write that failed at
+    the end of a burst is retried while the cluster is quiet (each is a no-op when nothing is
+    due), but not while changes keep arriving, for at most an interval: admissions go first
+    (each write costs the API server what an admission does, and on Kueue's large-scale config
+    they held rounds back for seconds).  Whether an eviction's reservation is now cleared: the
+    next pass's rounds release its quota."""
     cleared = await port.finish_evictions()
     await port.flush_pending()
+    if status is not None:
+        await status.publish(coord)
     return bool(cleared)
 
 

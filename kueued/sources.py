@@ -60,6 +60,11 @@ class Source(Protocol):
 
     def problem_changes(self) -> tuple[list[Problem], list[str]]: ...
 
+    def queued(self) -> int:
+        """How many changes are already waiting to be taken (the daemon puts its own status
+        writes after them while they keep coming)."""
+        ...
+
 
 def is_manifest_name(name: str) -> bool:
     """A YAML file a person meant as a manifest: not hidden, not an editor's lock or backup."""
@@ -94,6 +99,9 @@ class ManifestDirectory:
 
     async def initial(self) -> list[tuple[str, dict[str, Any]]]:
         return list(self.scan())
+
+    def queued(self) -> int:
+        return 0  # nothing is known before the next look
 
     async def changes(self, wait: float) -> list[tuple[str, dict[str, Any]]]:
         """A directory cannot say when it changes: wait, then look."""

@@ -59,6 +59,10 @@ __all__ = ["TreeStatusPublisher", "StatusPatcher", "Coordinated", "ACCEPTED", "V
 
 log = structlog.get_logger("kueued.kube.status")
 
+WRITES_PER_PUBLISH = 256
+"""Status writes one publish makes at most; the rest stay due for the next pass (a thousand
+ClusterQueues' statuses at once held the daemon's loop, and so its rounds, for seconds)."""
+
 ACCEPTED = "Accepted"
 VALIDATED_KINDS = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor", "Workload",
                              "WorkloadPriorityClass"})
@@ -210,6 +214,7 @@ class TreeStatusPublisher:
                 self._drop(key)
                 self._gone.pop(key, None)
             candidates = [*self._desired, *(k for k in self._accepted if k not in self._desired)]
+            candidates.sort(key=lambda k: k not in self._due)  # held back last time: first now (stable)
         elif self._due:
             candidates = list(self._due)
         else:
@@ -238,6 +243,9 @@ class TreeStatusPublisher:
             writes.append((key, desired, status))
         if not writes:
             return 0
+        if len(writes) > WRITES_PER_PUBLISH:  # the rest go out on the next passes, between rounds
+            self._due.update(key for key, _, _ in writes[WRITES_PER_PUBLISH:])
+            writes = writes[:WRITES_PER_PUBLISH]
         done = [0]
         limiter = anyio.CapacityLimiter(self.concurrency)
 

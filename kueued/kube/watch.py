@@ -165,6 +165,9 @@ class ClusterSource:
         """A cluster has no unreadable files: what cannot be read is logged by the watches."""
         return [], []
 
+    def queued(self) -> int:
+        return len(self._queue)
+
     def drain(self) -> list[Change]:
         """Everything queued now, without waiting."""
         batch = list(self._queue)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kueued.kube.commits import KubePort, merge_conditions
+from kueued.kube.commits import PENDING_PER_FLUSH, KubePort, merge_conditions
 from kueued.kube.errors import ApiConflict
 from kueued.kube.port import Condition
 
@@ -93,6 +93,22 @@ async def test_the_pending_condition_is_written_on_change_at_most_once_an_interv
     assert await port.flush_pending() == 1
     messages = [body["status"]["conditions"][0]["message"] for _, _, body in client.writes]
     assert messages == ["insufficient quota: 4 used + 2 requested > 4", "insufficient quota: 3 used + 2 requested > 4"]
+
+
+async def test_a_burst_of_pending_reasons_goes_out_a_bounded_batch_a_flush() -> None:
+    """A thousand new Workloads' reasons do not hold the daemon's loop for one long flush: at most
+    PENDING_PER_FLUSH a call, the rest on the next calls, none lost and none written twice."""
+    manifests = {f"ns/w{i}": {**_workload(), "metadata": {"name": f"w{i}", "namespace": "ns",
+                                                          "resourceVersion": "7", "generation": 1}}
+                 for i in range(PENDING_PER_FLUSH * 2 + 10)}
+    client = FakeClient()
+    port = KubePort(client, manifest_of=manifests.get, requests_of=lambda key: [], pending_interval=10.0,
+                    clock=lambda: 0.0)
+    for key in manifests:
+        port.pending(key, "insufficient quota")
+    flushes = [await port.flush_pending() for _ in range(4)]
+    assert flushes == [PENDING_PER_FLUSH, PENDING_PER_FLUSH, 10, 0]
+    assert sorted(name for _, name, _ in client.writes) == sorted(manifests)
 
 
 def test_conditions_are_set_by_type_and_keep_their_transition_time_when_unchanged() -> None:

@@ -433,3 +433,19 @@ def test_a_deleted_object_is_forgotten() -> None:
     publisher.forget("ClusterQueue/bad")
     publish(publisher, Settled(world, snap))
     assert "ClusterQueue/bad" not in client.written()
+
+
+def test_a_thousand_queues_statuses_go_out_a_bounded_batch_a_publish(monkeypatch: Any) -> None:
+    """Publishing never holds the loop for every object at once: at most WRITES_PER_PUBLISH a
+    call (here 3 of 8 objects), the rest held back first in line for the next calls."""
+    import kueued.kube.status_publisher as sp
+    monkeypatch.setattr(sp, "WRITES_PER_PUBLISH", 3)
+    docs = [namespace("ns"), flavor("default")]
+    for i in range(4):
+        docs += [cluster_queue(f"cq{i}", quotas("default", cpu="1")), local_queue(f"lq{i}", "ns", f"cq{i}")]
+    world, snap = settle(*docs)
+    client = FakeClient()
+    publisher = TreeStatusPublisher(client, clock=Clock())
+    coord = Settled(world, snap)
+    assert [publish(publisher, coord) for _ in range(4)] == [3, 3, 2, 0]
+    assert len(client.written()) == len(set(client.written())) == 8
