@@ -76,6 +76,21 @@ _VALIDATORS: dict[tuple[str, str], Validator] = {
 }
 
 
+_TOP_LEVEL = {"WorkloadPriorityClass": frozenset({"apiVersion", "kind", "metadata", "value", "description"})}
+_OBJECT = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+
+
+def _unknown_top_level(obj: dict[str, Any]) -> list[FieldError]:
+    """A top-level field the kind does not have (``sepc:``): ``kubectl apply`` refuses it (strict
+    field validation), so ``simulate`` does not quietly read the object without it.  The
+    Configuration's own check covers its fields."""
+    kind = obj.get("kind")
+    if kind == "Configuration":
+        return []
+    allowed = _TOP_LEVEL.get(str(kind), _OBJECT)
+    return [FieldError(str(k), f'unknown field "{k}"') for k in obj if k not in allowed]
+
+
 def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None) -> list[FieldError]:
     """Every reason Kueue (or the API server in front of it) would refuse ``obj``; [] if none.
 
@@ -86,7 +101,7 @@ def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None) -
     validator = _VALIDATORS.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
     if validator is None:
         return []
-    errors = validator(obj, old if isinstance(old, dict) else None)
+    errors = [*_unknown_top_level(obj), *validator(obj, old if isinstance(old, dict) else None)]
     if obj.get("kind") in ("Cohort", "ClusterQueue"):
         errors += check_admission_policy(obj)  # kueued's own annotation (KEP-1093 policies)
     return errors
