@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 
 from actors.messages import Reached, Reclaim
 from actors.node import NodeActor
-from kueued.scheduling.flavors import Mode, assign_flavors
+from kueued.scheduling.flavors import Assignment, Mode, assign_flavors
 from kueued.scheduling.preemption.policy import NEVER
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
@@ -42,8 +42,11 @@ from kueued.scheduling.workload import WorkloadInfo
 __all__ = ["query_for", "gather", "ask_all"]
 
 
-def query_for(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, *, fair: bool) -> Reclaim | None:
-    """The query ``wl``'s nomination needs, or None when its search for victims cannot run."""
+def query_for(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, *,
+              fair: bool) -> Reclaim | Assignment | None:
+    """The query ``wl``'s nomination needs; or, when its search for victims cannot run because
+    everything fits, the assignment nomination would make (handed to ``run_cycle``, which then
+    does not assign it again); or None when the queue never preempts."""
     spec = cq.spec.preemption
     within = spec.within_cluster_queue not in ("", NEVER)
     cohort = cq.node.parent is not None and spec.reclaim_within_cohort not in ("", NEVER)
@@ -55,9 +58,9 @@ def query_for(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, *,
         asked[0] = True
         return Mode.NO_CANDIDATES
 
-    assign_flavors(snapshot, cq, wl, no_candidates)
+    assignment = assign_flavors(snapshot, cq, wl, no_candidates)
     if not asked[0]:
-        return None
+        return assignment
     frs = frozenset((flavor, r) for r in wl.total_requests()
                     if (group := cq.group_of.get(r)) is not None for flavor in group.flavors)
     return Reclaim(cq.name, frs, fair, cohort)

@@ -42,10 +42,11 @@ import anyio
 import structlog
 
 from actors.cluster_queue import ClusterQueueActor
-from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Released, Requeue, Revert, Unpark
+from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim, Released, Requeue, Revert, Unpark
 from actors.reclaim import ask_all, query_for
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import CycleResult, run_cycle
+from kueued.scheduling.flavors import Assignment
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import WorkloadInfo
@@ -117,9 +118,10 @@ class Rounds:
             heads, parked = await self._fold(nominations)
         else:
             heads, parked = [(n.head, name) for name, n in nominations if n.head is not None], False
-        await self._reclaim(snap, heads)
+        fitting = await self._reclaim(snap, heads)
         result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
-                           namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts)
+                           namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts,
+                           fitting=fitting)
         touched, evicted = await self._evict(result)
         settled, committed = await self._admit(result)
         parks = self._requeue_rest(result, settled, touched)
@@ -155,23 +157,27 @@ class Rounds:
         await self._fill_cohorts(snap)
         return snap, nominations
 
-    async def _reclaim(self, snap: Snapshot, heads: Heads) -> None:
+    async def _reclaim(self, snap: Snapshot, heads: Heads) -> dict[str, Assignment]:
         """The candidates of every head whose search for victims could run, asked of the tree
-        (:mod:`actors.reclaim`) and put in the snapshot; a head the verdicts answer asks nothing."""
+        (:mod:`actors.reclaim`) and put in the snapshot; a head the verdicts answer asks nothing.
+        Returns the heads found to fit on the way, with their assignments (for ``run_cycle``)."""
         fair = bool(self.world.settings.fair_sharing)
         queries = []
+        fitting: dict[str, Assignment] = {}
         for wl, name in heads:
             cq = snap.cluster_queues[name]
             if self.verdicts.recall(cq, wl) is not None:
                 continue
             query = query_for(snap, cq, wl, fair=fair)
-            if query is not None:
+            if isinstance(query, Reclaim):
                 queries.append(query)
-        if not queries:
-            return
-        found = await ask_all(self.cluster_queues, queries, timeout=ClusterQueueActor.ask_timeout)
-        for name, workloads in found.items():
-            snap.cluster_queues[name].workloads = {wl.key: wl for wl in workloads}
+            elif query is not None:
+                fitting[wl.key] = query
+        if queries:
+            found = await ask_all(self.cluster_queues, queries, timeout=ClusterQueueActor.ask_timeout)
+            for name, workloads in found.items():
+                snap.cluster_queues[name].workloads = {wl.key: wl for wl in workloads}
+        return fitting
 
     async def _evict(self, result: CycleResult) -> tuple[set[str], bool]:
         """Commit the cycle's evictions (their first phase) and tell each victim's queue; a victim

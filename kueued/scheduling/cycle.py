@@ -122,9 +122,12 @@ def _gate(snapshot: Snapshot, name: str, *, default: bool) -> bool:
 
 def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
               preemptor: Preemptor, namespaces: Mapping[str, Mapping[str, str]],
-              iterate: Iterate = classical_order, verdicts: Verdicts | None = None) -> CycleResult:
+              iterate: Iterate = classical_order, verdicts: Verdicts | None = None,
+              fitting: Mapping[str, Assignment] | None = None) -> CycleResult:
     """One cycle.  ``verdicts`` (the engine's, valid for this snapshot's state) answers the heads
-    it remembers failing and learns from the new failures (:mod:`.verdicts`)."""
+    it remembers failing and learns from the new failures (:mod:`.verdicts`).  ``fitting``: heads
+    (by key) already assigned flavors on this very snapshot without consulting the preemption
+    oracle (everything fit), so nomination would assign them the same: it is not run again."""
     result = CycleResult()
     learnt: list[tuple[Entry, Verdict]] = []
     with snapshot.steady():  # every head is nominated against the same cycle-start snapshot
@@ -135,7 +138,8 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
                 e = Entry(wl, cq_name)
                 e.assignment, e.message = known.assignment, known.nominated
             else:
-                e = _nominate(snapshot, wl, cq_name, preemptor, namespaces)
+                e = _nominate(snapshot, wl, cq_name, preemptor, namespaces,
+                              fitting.get(wl.key) if fitting is not None else None)
                 if (verdicts is not None and e.assignment is not None and not e.targets
                         and not wl.victims and cq is not None):
                     v = verdicts.keep(cq, wl, e.assignment, e.message)
@@ -154,7 +158,7 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
 
 
 def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Preemptor,
-              namespaces: Mapping[str, Mapping[str, str]]) -> Entry:
+              namespaces: Mapping[str, Mapping[str, str]], fitting: Assignment | None = None) -> Entry:
     e = Entry(wl, cq_name)
     cq = snapshot.cluster_queues.get(cq_name)
     if cq is None or not cq.active:
@@ -170,7 +174,7 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
     if why:
         e.message = why
         return e
-    e.assignment = assign_flavors(snapshot, cq, wl, preemptor.oracle)
+    e.assignment = fitting if fitting is not None else assign_flavors(snapshot, cq, wl, preemptor.oracle)
     if e.mode == Mode.NO_FIT:
         e.message = e.assignment.message() or "couldn't assign flavors"
     elif e.mode.needs_preemption:
