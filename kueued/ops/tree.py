@@ -29,6 +29,7 @@ from kueued.model.quantity import UNLIMITED, format_milli
 from kueued.quota import node as qn
 from kueued.quota.node import FR, QuotaNode
 from kueued.scheduling.forest import build_forest
+from kueued.scheduling.policies import shares
 from kueued.scheduling.snapshot import Snapshot
 from kueued.world import World
 
@@ -87,14 +88,14 @@ def node_statuses(world: World, snapshot: Snapshot) -> dict[str, NodeStatus]:
     stack = [(n, 0) for n in sorted((n for n in snapshot.nodes() if n.parent is None), key=_order, reverse=True)]
     while stack:
         node, depth = stack.pop()
-        leaves = list(_leaves(node))
+        leaves = list(shares.leaves(node))
         status = NodeStatus("Cohort" if node.is_cohort else "ClusterQueue", node.name,
                             parent=node.parent.name if node.parent is not None else None, depth=depth,
                             pending=sum(pending.get(leaf.name, 0) for leaf in leaves),
                             admitted=sum(len(snapshot.cluster_queues[leaf.name].workloads) for leaf in leaves))
         if not node.is_cohort and not snapshot.cluster_queues[node.name].active:
             status.inactive = snapshot.cluster_queues[node.name].inactive_reason
-        quota, used = _owned(node), _consumed(leaves)
+        quota, used = shares.owned(node), shares.consumption(node)
         for fr in sorted({*quota, *used, *node.limits}):
             status.resources.setdefault(fr[0], {})[fr[1]] = _amounts(
                 node, fr, quota=quota.get(fr, 0), used=used.get(fr, 0), lent=lent.get((id(node), fr), 0))
@@ -145,42 +146,14 @@ def _lent(snapshot: Snapshot) -> dict[tuple[int, FR], int]:
             # in whole units when every amount is whole (a GPU is not lent in thousandths), else in milli-units
             grain = 1000 if all(v % 1000 == 0 for v in (total, *idle.values())) else 1
             units = total // grain
-            shares = {k: units * v // supply * grain for k, v in idle.items()}
+            lent = {k: units * v // supply * grain for k, v in idle.items()}
             by_remainder = sorted(children, key=lambda c: -(units * idle[id(c)] % supply))
-            for c in by_remainder[:units - sum(shares.values()) // grain]:
-                shares[id(c)] += grain
-            for k, v in shares.items():
+            for c in by_remainder[:units - sum(lent.values()) // grain]:
+                lent[id(c)] += grain
+            for k, v in lent.items():
                 if v:
                     out[(k, fr)] = v
     return out
-
-
-def _owned(node: QuotaNode) -> dict[FR, int]:
-    total: dict[FR, int] = {}
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        for fr, lim in n.limits.items():
-            total[fr] = total.get(fr, 0) + lim.nominal
-        stack.extend(n.children)
-    return total
-
-
-def _consumed(leaves: list[QuotaNode]) -> dict[FR, int]:
-    total: dict[FR, int] = {}
-    for leaf in leaves:
-        for fr, v in leaf.usage.items():
-            total[fr] = total.get(fr, 0) + v
-    return total
-
-
-def _leaves(node: QuotaNode):  # -> Iterator[QuotaNode]
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if not n.is_cohort:
-            yield n
-        stack.extend(n.children)
 
 
 def _order(node: QuotaNode) -> tuple[bool, str]:
