@@ -198,6 +198,14 @@ class Coordinator(Rounds, Balances):
                 # The echo of an eviction's first phase that kueued has already taken to its end
                 # (the reservation cleared, the quota given back): the quota is not held again.
                 wl.release()
+            elif (old is not None and wl is not None and old.admitted and key in self._evicting
+                  and wl.admitted and _evicted(wl) and old.cluster_queue in self.cluster_queues):
+                # The echo of an eviction's first phase while its second is still to land: the queue
+                # keeps holding the victim, with the quota it reserved, until Released (never a
+                # release and a re-adoption, which would leave it admitted once the second lands).
+                wl.admit(old.cluster_queue, dict(old.usage), old.assigned_flavors, at=old.reserved_at)
+                if await self.cluster_queues[old.cluster_queue].ask(Replace(wl)):
+                    return
             if (old is not None and wl is not None and not (status_kept and not wl.admitted)
                     and await self._carry_admission(old, wl)):
                 return

@@ -140,3 +140,26 @@ def test_an_admission_cleared_by_hand_on_a_cluster_is_not_carried() -> None:
         assert engine.state.cluster_queues["q"].node.usage.get(FR, 0) == 0
         engine.run()  # and it is admitted again, as a new decision
         assert world.workloads["ns/low"].admitted
+
+
+def test_the_first_phase_echo_while_the_second_is_pending_keeps_the_victim_evicting() -> None:
+    """The watch shows the victim evicted but still admitted while its reservation is still to be
+    cleared (here its echo even reads a different usage, as a rounded quantity would): the queue
+    keeps holding it with the quota it reserved, and releases exactly that once the second
+    phase lands.  Before, the echo released and re-adopted it, no longer evicting: once the
+    reservation was cleared, nothing released it, and its quota leaked."""
+    world, port = _world(), SlowRelease()
+    low = workload("low", "ns", "lq", cpu="2", priority=0, created=1)
+    with LiveEngine(world, port=port) as engine:
+        engine.run()
+        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+        engine.run()
+        echo = _echo(low, admitted=True)
+        echo["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] = "3"
+        engine.apply(echo)
+        engine.run()
+        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000 and not world.workloads["ns/high"].admitted
+        port.held.clear()
+        engine.run()
+        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
