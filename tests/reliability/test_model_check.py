@@ -245,7 +245,6 @@ class EngineMachine(RuleBasedStateMachine):
         self.serial = 0
         self.tolerated: dict[tuple[str, FR], int] = {}  # over-limit nodes after a topology change -> usage
         self.retopologized = True                 # the next check takes the new over-limit set as given
-        self.unsettled: set[str] = set()          # ClusterQueues with finishes the coordinator has not collected
         TALLY["sequences"] += 1
 
     # --- set-up and tear-down ---------------------------------------------------------------
@@ -422,10 +421,7 @@ class EngineMachine(RuleBasedStateMachine):
             return  # nothing to act on: this step changes nothing
         key = data.draw(st.sampled_from(sorted(self.live)))
         wl = self.world.workloads[key]
-        where = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
         TALLY["admitted workloads finished" if wl.admitted else "pending workloads finished"] += 1
-        if where is not None:
-            self.unsettled.add(where)
         self.engine.finish(key)
         self.live.discard(key)
         if rounds:
@@ -478,7 +474,6 @@ class EngineMachine(RuleBasedStateMachine):
         seen = len(self.port.history)
         self.now += 1.0
         ran = self.engine._call(self.engine.coordinator.run_to_quiescence, max_rounds=rounds)
-        self.unsettled.clear()
         TALLY["rounds"] += ran
         fresh = self.port.history[seen:]
         TALLY["admissions committed"] += sum(1 for k, *_, ok in fresh if k == "admit" and ok)
