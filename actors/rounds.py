@@ -185,7 +185,7 @@ class Rounds:
         ``simulate`` is at once and on a cluster once the Workload no longer holds its admission
         (a later round's :meth:`_settle_evictions` releases it then).  Returns the ClusterQueues
         whose victims left (their trees' Cohorts drained of the releases), and whether any
-        eviction was committed."""
+        eviction was tried (one the API refused is tried again next round)."""
         wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
                   if target.workload.cluster_queue is not None]
         committed = await _commit_all(self.port, [partial(
@@ -195,6 +195,9 @@ class Rounds:
         evicting = []
         for (target, by, cq_name), ok in zip(wanted, committed, strict=True):
             if not ok or cq_name is None:
+                # not evicted: the preemptor may choose it again (the no-flopping rule counts
+                # only evictions that happened, or a refused one would make it wait forever)
+                by.wl.victims.discard(target.workload.key)
                 continue
             self._record_eviction(target.workload, by.wl, target.reason)
             self._idle.pop(cq_name, None)
@@ -203,6 +206,7 @@ class Rounds:
         for target, by, cq_name, reply in evicting:
             key = target.workload.key
             if not await reply.result(self.cluster_queues[cq_name].ask_timeout):
+                by.wl.victims.discard(key)  # it had left its queue meanwhile
                 continue
             self.events.append(("evicted", key, by.wl.key, target.reason))
             log.info("workload_evicted", workload=key, cluster_queue=cq_name,
@@ -220,7 +224,7 @@ class Rounds:
         if touched:
             await self.drain_cohorts({n.name for name in touched
                                       for n in self.forest.cluster_queues[name].node.ancestors()})
-        return touched, bool(evicting)
+        return touched, bool(wanted)  # a refused eviction is retried, as a refused admission is
 
     async def _settle_evictions(self) -> None:
         """Release the victims whose reservation the port has since cleared (an eviction's second

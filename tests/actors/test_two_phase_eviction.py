@@ -163,3 +163,32 @@ def test_the_first_phase_echo_while_the_second_is_pending_keeps_the_victim_evict
         engine.run()
         assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
         assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
+
+
+class RefusesFirstEviction(InMemoryPort):
+    """The API server refuses the first eviction (a 409, or a write lost on the way)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals = 1
+
+    async def evict(self, workload: str, **kw) -> bool:
+        if self.refusals:
+            self.refusals -= 1
+            return False
+        return await super().evict(workload, **kw)
+
+
+def test_an_eviction_the_api_refused_is_tried_again() -> None:
+    """A refused eviction did not happen: the victim still runs, so its preemptor may choose it
+    again.  Before, the preemptor remembered it as evicted once (the no-flopping rule: never
+    evict the same workload twice) and waited forever behind a lower-priority workload (seen
+    under API faults: b1-108 pending while b1-107 stayed admitted)."""
+    world, port = _world(), RefusesFirstEviction()
+    with LiveEngine(world, port=port) as engine:
+        engine.run()
+        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+        engine.run()
+        assert port.refusals == 0
+        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+        assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]

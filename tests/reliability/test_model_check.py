@@ -493,7 +493,8 @@ class EngineMachine(RuleBasedStateMachine):
         self._limits(obs)
         self._one_state_each(obs)
         self._no_leaks(obs)
-        TALLY["invariant checks"] += 4
+        self._victims_were_evicted(obs)
+        TALLY["invariant checks"] += 5
 
     def _balances(self, obs: Observed) -> None:
         assert set(obs.cq_usage) == set(obs.forest.cluster_queues), "ClusterQueue actors differ from the forest"
@@ -553,6 +554,14 @@ class EngineMachine(RuleBasedStateMachine):
             assert committed == (cq_name is not None), (
                 f"{key}: {'admitted' if cq_name else 'not admitted'} in the engine, but the API server's last "
                 f"commit for it is {last.get(key)!r}")
+
+
+    def _victims_were_evicted(self, obs: Observed) -> None:
+        """A preemptor never evicts the same workload twice; only an eviction the API server took
+        counts, or one it refused would leave the preemptor waiting behind its intended victim."""
+        evicted = {key for kind, key, _, ok in self.port.history if kind == "evict" and ok}
+        for key, wl in obs.workloads.items():
+            assert wl.victims <= evicted, f"{key} counts as evicted {sorted(wl.victims - evicted)}, never evicted"
 
 
 # --- the rules' shapes -------------------------------------------------------------------------
