@@ -63,7 +63,10 @@ class ClusterQueueActor(NodeActor):
         """A value, or a coroutine for the messages that wait on the parent (the runtime
         awaits it): most messages never wait, and a coroutine per message was measurable.
         Here the messages about the heap; the rest in :meth:`_handle_admitted`."""
-        match msg:
+        match msg:  # the most frequent first: every head not admitted is requeued, every round nominates
+            case Requeue(workload=wl, reason=reason):
+                self.queue.requeue(wl, reason)
+                return wl.key in self.queue.inadmissible
             case Nominate(known=known, limit=limit, requeue_parked=requeue_parked):
                 if requeue_parked:
                     self.queue.requeue_inadmissible()
@@ -87,9 +90,6 @@ class ClusterQueueActor(NodeActor):
                 for key in held:
                     self.queue.remove(key)
                 return len(held)
-            case Requeue(workload=wl, reason=reason):
-                self.queue.requeue(wl, reason)
-                return wl.key in self.queue.inadmissible
             case RequeueParked():
                 return self.queue.requeue_inadmissible()
             case Sample():

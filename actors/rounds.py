@@ -139,14 +139,16 @@ class Rounds:
         for name in requeue:
             idle.pop(name, None)
         asked = []
+        cqs, root_of, known_of = snap.cluster_queues, self.verdicts.root_of, self.verdicts.known
         for name, actor in self.cluster_queues.items():
-            snap.cluster_queues[name].workloads = {}
+            cq = cqs[name]
+            if cq.workloads:
+                cq.workloads = {}
             if name in idle:
-                snap.cluster_queues[name].node.usage = dict(idle[name])  # nothing to pop, nothing changed
+                cq.node.usage = dict(idle[name])  # nothing to pop, nothing changed
                 continue
-            limit = limits.get(self.verdicts.root_of(name) or name, FOLD_LIMIT) if fold else 0
-            known = self.verdicts.known(name) if limit else None
-            asked.append((name, actor.post(Nominate(known, limit, name in requeue))))
+            limit = limits.get(root_of(name) or name, FOLD_LIMIT) if fold else 0
+            asked.append((name, actor.post(Nominate(known_of(name) if limit else None, limit, name in requeue))))
         nominations: list[tuple[str, Nomination]] = []
         for name, reply in asked:
             nomination: Nomination = await reply.result(self.cluster_queues[name].ask_timeout)

@@ -52,7 +52,7 @@ class Mode(enum.IntEnum):
 
     @property
     def needs_preemption(self) -> bool:
-        return self in (Mode.NO_CANDIDATES, Mode.PREEMPT, Mode.RECLAIM)
+        return 0 < self < 4  # NO_CANDIDATES, PREEMPT, RECLAIM: an int comparison, asked per resource
 
 
 Oracle = Callable[[ClusterQueueSnapshot, WorkloadInfo, FR, int], "Mode | tuple[Mode, int]"]
@@ -84,7 +84,11 @@ class PodSetAssignment:
     def mode(self) -> Mode:
         if self.reasons and not self.choices and self.requests:
             return Mode.NO_FIT
-        return min((c.mode for c in self.choices.values()), default=Mode.FIT)
+        mode = Mode.FIT
+        for c in self.choices.values():
+            if c.mode < mode:
+                mode = c.mode
+        return mode
 
     @property
     def flavors(self) -> dict[str, str]:

@@ -104,7 +104,7 @@ class PendingQueue:
         if sticky is not None and sticky in self._items:
             return self._items.pop(sticky)  # its heap entry is dropped lazily
         while self._heap:
-            *_, wl = heapq.heappop(self._heap)
+            wl = heapq.heappop(self._heap)[4]
             if self._items.get(wl.key) is wl:
                 del self._items[wl.key]
                 return wl

@@ -143,7 +143,9 @@ class Verdicts:
             return None
         name = cq.name
         kept = self._kept.get(name)
-        v = kept.get(self._key(cq, wl)) if kept is not None else None
+        if not kept:  # asked three times a head a round: the common miss costs one lookup
+            return None
+        v = kept.get(self._key(cq, wl))
         if v is None or v.generation != self._generation.get(self._roots.get(name, ""), 0):
             return None
         return v
