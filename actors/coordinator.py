@@ -88,9 +88,11 @@ class Coordinator(Rounds, Balances):
         self._cohort_usage: dict[str, dict] = {}  # Cohort -> usage it last reported, until _changed
         self.afs = AdmissionFairSharing(world, clock=self.now)
         self.recorder: Recorder | None = None  # Events about decisions (the daemon sets it on a cluster)
+        self._tg: TaskGroup | None = None  # where the actors run (the last sync_topology's)
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
+        self._tg = tg
         for actor in self.cluster_queues.values():
             await actor.drain()  # their queues are read directly below
         # releases still climbing must land before Configure resets a balance, not after
@@ -133,6 +135,15 @@ class Coordinator(Rounds, Balances):
         self._cohort_usage.clear()
         self._idle.clear()
         await self.route_all()
+
+    async def reap_terminated(self) -> None:
+        """Terminating ClusterQueues (:meth:`~kueued.world.World.forget_terminated`) whose last
+        admitted workload has left are removed now."""
+        gone = [name for name in sorted(self.world.terminating) if self.world.forget_terminated(name)]
+        for name in gone:
+            log.info("cluster_queue_deleted", cluster_queue=name, reason="no workload is admitted in it any more")
+        if gone and self._tg is not None:
+            await self.sync_topology(self._tg)
 
     def _actor(self, name: str, is_cohort: bool) -> NodeActor:
         return self.cohorts[name] if is_cohort else self.cluster_queues[name]

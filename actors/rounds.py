@@ -100,6 +100,7 @@ class Rounds:
         _evicting: dict[str, str]
 
         async def _settle_finishes(self) -> None: ...
+        async def reap_terminated(self) -> None: ...
         def _take_requeues(self) -> set[str]: ...
         async def _fill_cohorts(self, snap: Snapshot) -> None: ...
         def _changed(self, cluster_queue: str | None) -> None: ...
@@ -112,6 +113,8 @@ class Rounds:
         self.rounds += 1
         await self._settle_finishes()
         await self._settle_evictions()
+        if self.world.terminating:
+            await self.reap_terminated()
         self.afs.observe()  # KEP-4136 samples due by now, and what is held now; the queues pop below
         snap, nominations = await self._nominate()
         if self.clock is not None and self.verdicts.enabled:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -157,6 +158,7 @@ class World:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.priority_classes: dict[str, int] = {}
         self.workloads: dict[str, WorkloadInfo] = {}
+        self.terminating: set[str] = set()  # ClusterQueues deleted while workloads are admitted in them
         self.elastic_quotas: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
 
@@ -216,6 +218,8 @@ class World:
             self.elastic_quotas.pop(key)
             self.raw.pop(key, None)
             return Change.ELASTIC, key
+        if kind == "ClusterQueue" and self.holds_admitted(name):
+            return self._terminate(name, key, manifest), key
         self.raw.pop(key, None)
         if kind == "Node":
             return (Change.ELASTIC if self.nodes.pop(key, None) is not None else Change.NONE), key
@@ -223,6 +227,8 @@ class World:
                                  "ClusterQueue": self.cluster_queues}
         if kind in table:
             table[kind].pop(name, None)
+            if kind == "ClusterQueue":
+                self.terminating.discard(name)
             return Change.TOPOLOGY, key
         if kind == "Workload":
             self.workloads.pop(key.split("/", 1)[1], None)
@@ -238,6 +244,45 @@ class World:
             self.settings = Settings()
             return Change.TOPOLOGY, key
         return Change.NONE, key
+
+    # --- ClusterQueues deleted while in use ------------------------------------------------------
+    def holds_admitted(self, cluster_queue: str) -> bool:
+        return cluster_queue in self.cluster_queues and any(
+            wl.cluster_queue == cluster_queue for wl in self.workloads.values())
+
+    def _terminate(self, name: str, key: str, manifest: dict[str, Any]) -> Change:
+        """A ClusterQueue deleted while workloads are admitted in it stays, terminating, as Kueue's
+        finalizer keeps it: inactive (nothing new is admitted), its quota still in its Cohort and its
+        admitted workloads still charged there (their pods run), until the last of them leaves
+        (:meth:`forget_terminated`).  Removing it at once would let its Cohort lend quota those
+        workloads still use."""
+        obj = self.cluster_queues[name]
+        stamp = obj.metadata.deletion_timestamp or _now_rfc3339()
+        if not obj.metadata.deletion_timestamp:
+            self.cluster_queues[name] = msgspec.structs.replace(
+                obj, metadata=msgspec.structs.replace(obj.metadata, deletion_timestamp=stamp))
+        last = manifest if isinstance(manifest.get("metadata"), dict) else (self.raw.get(key) or {})
+        meta = {**(last.get("metadata") or {"name": name}), "deletionTimestamp": stamp}
+        meta.pop("finalizers", None)  # gone from its source: nothing but kueued holds it now
+        self.raw[key] = {"apiVersion": KUEUE_GROUP, "kind": "ClusterQueue", **last, "metadata": meta}
+        self.terminating.add(name)
+        return Change.TOPOLOGY
+
+    def forget_terminated(self, name: str) -> bool:
+        """Remove a terminating ClusterQueue once nothing is admitted in it; whether it went.  One
+        the API server holds by Kueue's finalizer stays until its deletion is seen (the status
+        publisher takes the finalizer off: ``kueued.kube.finalizers``)."""
+        if name not in self.terminating or self.holds_admitted(name) or self.held_by_finalizer(name):
+            return False
+        self.terminating.discard(name)
+        self.cluster_queues.pop(name, None)
+        self.raw.pop(f"ClusterQueue/{name}", None)
+        return True
+
+    def held_by_finalizer(self, name: str) -> bool:
+        meta = (self.raw.get(f"ClusterQueue/{name}") or {}).get("metadata")
+        finalizers = meta.get("finalizers") if isinstance(meta, dict) else None
+        return isinstance(finalizers, list) and api.IN_USE_FINALIZER in finalizers
 
     def _validate_elastic(self, manifest: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
         from kueued.model.elastic_validation import validate_elastic_quota
@@ -277,6 +322,10 @@ class World:
             return Change.TOPOLOGY
         if kind == "ClusterQueue":
             self.cluster_queues[name] = obj
+            if obj.metadata.deletion_timestamp:  # deleted, held by a finalizer (Kueue's resource-in-use)
+                self.terminating.add(name)
+            else:
+                self.terminating.discard(name)
             return Change.TOPOLOGY
         if kind == "Configuration":
             self._configure(obj)
@@ -338,3 +387,7 @@ class World:
         if lq.spec.cluster_queue not in self.cluster_queues:
             return None, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist"
         return lq.spec.cluster_queue, ""
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -48,6 +48,7 @@ from anyio.abc import TaskStatus
 from kueued.kube.commits import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.events import EventRecorder
+from kueued.kube.finalizers import release_finalizers
 from kueued.kube.port import Condition
 from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
 from kueued.model.api import object_key
@@ -72,6 +73,8 @@ VALIDATED_KINDS = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "ResourceFl
 class StatusPatcher(Protocol):
     async def patch_status(self, kind: str, namespace: str | None, name: str,
                            body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class Coordinated(Protocol):
@@ -149,6 +152,7 @@ class TreeStatusPublisher:
         self._accepted: dict[str, tuple[Condition, int | None]] = {}  # key -> Accepted condition, its generation
         self._refused: dict[str, tuple[int | None, str]] = {}  # key -> (generation, errors) an Event was recorded for
         self._seen: dict[str, dict[str, Any]] = {}  # key -> the newest (refused) manifest: World.raw keeps the older
+        self._released: dict[str, str] = {}  # terminating ClusterQueue -> the version its finalizer was taken off
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The recorder's writers, if there is a recorder (``await tg.start(publisher.run)``)."""
@@ -205,6 +209,8 @@ class TreeStatusPublisher:
     async def publish(self, coord: Coordinated) -> int:
         """Write what changed since the last publish (module notes); how many writes succeeded."""
         world = coord.world
+        if world.terminating:  # Kueue's finalizer off the queues nothing is admitted in any more
+            await release_finalizers(self.client, world, self._released)
         if coord.rounds != self._rounds:
             snapshot = await coord.assemble()
             consumed, at = self._consumed(coord)

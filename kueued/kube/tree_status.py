@@ -167,6 +167,8 @@ def flavor_usage(groups: list[api.ResourceGroup], usage: Mapping[FR, int], *,
 def active_condition(world: World, cq: ClusterQueueSnapshot, obj: api.ClusterQueue, edges: Edges) -> Condition:
     """The ClusterQueue's ``Active`` condition (module notes); ``edges``: the World's cohort tree."""
     causes: list[tuple[str, str]] = []
+    if obj.metadata.deletion_timestamp:
+        causes.append(("Terminating", "is terminating"))
     if obj.spec.stop_policy not in ("", "None"):
         causes.append(("Stopped", "is stopped"))
     missing = list(dict.fromkeys(f.name for rg in obj.spec.resource_groups for f in rg.flavors

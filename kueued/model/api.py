@@ -37,6 +37,7 @@ class ObjectMeta(_Base):
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None  # a ClusterQueue with one is terminating (kueued.world)
     resource_version: str = ""
     generation: int = 0
 
@@ -325,6 +326,10 @@ KINDS: dict[str, type[_Base]] = {
     "Node": Node,
     "Configuration": Configuration,
 }
+
+
+IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+"""Kueue's finalizer on a ClusterQueue in use: deleted, it stays (terminating) until nothing is admitted in it."""
 
 
 def decode(manifest: dict[str, Any]) -> _Base:

@@ -177,3 +177,31 @@ def test_an_admission_decided_on_an_old_version_is_refused_and_writes_nothing(in
 
     assert anyio.run(commit) is False and port.refused == 1
     assert "admission" not in _workload(cluster, "team-e", "w").get("status", {})
+
+
+def test_a_cluster_queue_deleted_in_use_terminates_until_its_workloads_finish(daemon: Daemon) -> None:
+    """A ClusterQueue carrying Kueue's finalizer (as one created under Kueue does), deleted while a
+    workload is admitted in it, stays terminating: inactive, admitting nothing new, until the
+    workload finishes; then kueued takes the finalizer off and the API server completes the delete."""
+    cluster = daemon.cluster
+    ns, cq = "team-t", "cq-t"
+    tree = _tree(ns, cq, cpu="2")
+    tree[2]["metadata"]["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
+    _apply(cluster, *tree)
+    _apply(cluster, _unstamped(workload("w1", ns, "lq", cpu="2")))
+    _wait(cluster, f"jsonpath={{.status.admission.clusterQueue}}={cq}", "workload/w1", namespace=ns)
+    cluster.kubectl_run("delete", "clusterqueue", cq, "--wait=false")
+    _wait(cluster, "jsonpath={.status.conditions[?(@.type=='Active')].reason}=Terminating", f"clusterqueue/{cq}")
+    _apply(cluster, _unstamped(workload("w2", ns, "lq", cpu="1")))
+    _wait(cluster, "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].reason}=Pending", "workload/w2",
+          namespace=ns)
+    assert "terminating" in _condition(_workload(cluster, ns, "w2"), "QuotaReserved")["message"]
+    assert cluster.kubectl_json("get", "clusterqueue", cq)["metadata"]["finalizers"] == [
+        "kueue.x-k8s.io/resource-in-use"]  # still in use: kept
+    finished = {"status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded",
+                                           "message": "done", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    cluster.kubectl_run("patch", "workload", "w1", "-n", ns, "--subresource=status", "--type=merge",
+                        "-p", json.dumps(finished))
+    _wait(cluster, "delete", f"clusterqueue/{cq}")
+    assert _admitted(cluster, ns) == ["w1"]  # finished, its admission kept (as Kueue); w2 never admitted
+    assert any(e.get("event") == "cluster_queue_released" and e.get("cluster_queue") == cq for e in daemon.events())

@@ -245,6 +245,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.serial = 0
         self.tolerated: dict[tuple[str, FR], int] = {}  # over-limit nodes after a topology change -> usage
         self.retopologized = True                 # the next check takes the new over-limit set as given
+        self.queues_seen: frozenset[str] = frozenset()  # the ClusterQueues at the last check
         TALLY["sequences"] += 1
 
     # --- set-up and tear-down ---------------------------------------------------------------
@@ -363,8 +364,9 @@ class EngineMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def delete_queue(self, data: st.DataObject) -> None:
-        """Its pending workloads become unroutable; its admitted ones keep their admission (they
-        are adopted again if the queue comes back) and hold no quota meanwhile."""
+        """A queue with nothing admitted goes, and its pending workloads become unroutable; one in
+        which workloads are admitted terminates (inactive, its quota and theirs still in the tree)
+        until they leave (kueued.world), or until it is created again."""
         assert self.engine is not None
         if not self.queues:
             return  # nothing to act on: this step changes nothing
@@ -506,6 +508,9 @@ class EngineMachine(RuleBasedStateMachine):
             assert _nonzero(usage) == _nonzero(cohorts[name]), (name, usage, cohorts[name])
 
     def _limits(self, obs: Observed) -> None:
+        queues = frozenset(obs.forest.cluster_queues)
+        if queues != self.queues_seen:  # also the engine's own: a terminating queue's last workload left
+            self.queues_seen, self.retopologized = queues, True
         over = {(node.name, fr): used for node, fr, used, _ in qn.violations(obs.forest.nodes())}
         if self.retopologized:
             self.tolerated, self.retopologized = over, False
