@@ -7,7 +7,9 @@
 ``bench/kueue_perf.py`` measures the engine in-process; this measures what a user gets.  It starts
 a local control plane (``kueued.devcluster``, with ``--max-requests-inflight=5000
 --max-mutating-requests-inflight=2500`` as Kueue's envtest runner has), installs ``kueued
-manifests``, creates the generator's objects, and then plays the trace in three ways:
+manifests``, creates the generator's objects, and then plays the trace in three ways (the two runs
+through the API server each on a fresh control plane, so neither starts with the other's deletions
+in etcd):
 
 - **kueued**: ``kueued run`` as its own process (user ``kueued``, its RBAC only, the Job integration
   off as in Kueue's minimalkueue).  A *runner* in this process creates each Workload at its
@@ -16,7 +18,7 @@ manifests``, creates the generator's objects, and then plays the trace in three 
   time after the watch showed the admission, as Kueue's runner (``runner/controller``) does; an
   evicted one's finish is cancelled and its run time restarts when it is admitted again.  Usage is
   reserved cpu (admitted, not yet finished) integrated over the run per ClusterQueue.
-- **API floor**: the same runner against the same API server, with kueued replaced by a trivial
+- **API floor**: the same runner against the same kind of API server, with kueued replaced by a trivial
   in-process admitter that writes, for every Workload as soon as its watch shows it, the status
   patch kueued's ``KubePort.admit`` makes (``status.admission`` and ``QuotaReserved``/``Admitted``,
   with the resourceVersion) and knows no quota: what the API server and the runner alone cost.
@@ -550,6 +552,7 @@ class Options:
     finishers: int = 16
     timeout: float = 3600.0
     api_floor: bool = True
+    daemon: bool = True  # kueued's run (off: the API floor's alone, on a control plane of its own)
     kueued_args: list[str] = field(default_factory=list)
     server_pids: list[int] = field(default_factory=list)
     state: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
@@ -564,10 +567,11 @@ def _servers_cpu(pids: list[int]) -> float:
 
 
 async def measure(trace: Trace, *, admin: Path, kueued_kubeconfig: Path, options: Options,
-                  progress: Progress | None = None) -> tuple[Result | None, Result]:
-    """(the API floor's run or None, kueued's run), against a cluster with kueued's CRDs installed."""
+                  progress: Progress | None = None) -> tuple[Result | None, Result | None]:
+    """(the API floor's run, kueued's run), each None when ``options`` leaves it out, against a
+    cluster with kueued's CRDs installed."""
     shape = shape_of(trace)
-    floor = None
+    floor = ours = None
     clients = [await client_for(admin) for _ in range(4)]
     try:
         await install_setup(clients[0], trace)
@@ -598,8 +602,9 @@ async def measure(trace: Trace, *, admin: Path, kueued_kubeconfig: Path, options
 
         if options.api_floor:
             floor = await one("API floor", _NoDaemon)
-        log = options.state / "kueued.log"
-        ours = await one("kueued", lambda: Kueued(kueued_kubeconfig, log, options.kueued_args))
+        if options.daemon:
+            log = options.state / "kueued.log"
+            ours = await one("kueued", lambda: Kueued(kueued_kubeconfig, log, options.kueued_args))
     finally:
         for c in clients:
             await c.aclose()
@@ -766,19 +771,26 @@ def main() -> int:
     from kueued.kube.manifests import render
     state = Path(tempfile.mkdtemp(prefix="kueued-perf-api-"))
     ok = False
+    floor = ours = None
     try:
-        with ControlPlane(state_dir=state / "control-plane", apiserver_args=INFLIGHT) as cp:
-            def kubectl(*argv: str, stdin: str | None = None) -> None:
-                subprocess.run([str(binaries().kubectl), f"--kubeconfig={cp.kubeconfig}", *argv], input=stdin,
-                               text=True, check=True, capture_output=True)
-            kubectl("apply", "--server-side", "-f", "-", stdin=render(user="kueued"))
-            kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-            options = Options(api_floor=args.api_floor, creators=args.creators, finishers=args.finishers,
-                              kueued_args=args.kueued_arg, server_pids=cp.pids, state=state)
-            with Progress(console=console, transient=True, disable=len(trace.arrivals) < 2000) as progress:
-                floor, ours = anyio.run(lambda: measure(trace, admin=cp.kubeconfig,
-                                                        kueued_kubeconfig=cp.user_kubeconfig("kueued"),
-                                                        options=options, progress=progress))
+        # Each run on a control plane of its own: on a shared one the second run began with the
+        # first's 15,000 deletions still in etcd and the API server (load average 3.5 at its start).
+        for which in (["floor"] if args.api_floor else []) + ["kueued"]:
+            with ControlPlane(state_dir=state / f"control-plane-{which}", apiserver_args=INFLIGHT) as cp:
+                def kubectl(*argv: str, stdin: str | None = None) -> None:
+                    subprocess.run([str(binaries().kubectl), f"--kubeconfig={cp.kubeconfig}", *argv],
+                                   input=stdin, text=True, check=True, capture_output=True)
+                kubectl("apply", "--server-side", "-f", "-", stdin=render(user="kueued"))
+                kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+                options = Options(api_floor=which == "floor", daemon=which == "kueued", creators=args.creators,
+                                  finishers=args.finishers, kueued_args=args.kueued_arg, server_pids=cp.pids,
+                                  state=state)
+                with Progress(console=console, transient=True, disable=len(trace.arrivals) < 2000) as progress:
+                    result = anyio.run(lambda: measure(trace, admin=cp.kubeconfig,
+                                                       kueued_kubeconfig=cp.user_kubeconfig("kueued"),
+                                                       options=options, progress=progress))
+                floor, ours = (result[0], ours) if which == "floor" else (floor, result[1])
+        assert ours is not None
         ok = True
     finally:
         if ok:
