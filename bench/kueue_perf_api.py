@@ -53,6 +53,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -786,9 +787,9 @@ def main() -> int:
                                   finishers=args.finishers, kueued_args=args.kueued_arg, server_pids=cp.pids,
                                   state=state)
                 with Progress(console=console, transient=True, disable=len(trace.arrivals) < 2000) as progress:
-                    result = anyio.run(lambda: measure(trace, admin=cp.kubeconfig,
-                                                       kueued_kubeconfig=cp.user_kubeconfig("kueued"),
-                                                       options=options, progress=progress))
+                    result = anyio.run(partial(measure, trace, admin=cp.kubeconfig,
+                                               kueued_kubeconfig=cp.user_kubeconfig("kueued"),
+                                               options=options, progress=progress))
                 floor, ours = (result[0], ours) if which == "floor" else (floor, result[1])
         assert ours is not None
         ok = True
