@@ -272,7 +272,7 @@ class World:
         """Remove a terminating ClusterQueue once nothing is admitted in it; whether it went.  One
         the API server holds by Kueue's finalizer stays until its deletion is seen (the status
         publisher takes the finalizer off: ``kueued.kube.finalizers``)."""
-        if name not in self.terminating or self.holds_admitted(name) or self.held_by_finalizer(name):
+        if name not in self.terminating or self.held_by_finalizer(name) or self.holds_admitted(name):
             return False
         self.terminating.discard(name)
         self.cluster_queues.pop(name, None)

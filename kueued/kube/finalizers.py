@@ -40,7 +40,7 @@ async def release_finalizers(client: Patcher, world: World, sent: dict[str, str]
         meta = (world.raw.get(f"ClusterQueue/{name}") or {}).get("metadata") or {}
         finalizers = meta.get("finalizers") or []
         version = str(meta.get("resourceVersion", ""))
-        if IN_USE_FINALIZER not in finalizers or world.holds_admitted(name) or sent.get(name) == version:
+        if IN_USE_FINALIZER not in finalizers or sent.get(name) == version or world.holds_admitted(name):
             continue
         body: dict[str, Any] = {"metadata": {"finalizers": [f for f in finalizers if f != IN_USE_FINALIZER]}}
         if version:
