@@ -200,9 +200,6 @@ class Rounds:
         evicting = []
         for (target, by, cq_name), ok in zip(wanted, committed, strict=True):
             if not ok or cq_name is None:
-                # not evicted: the preemptor may choose it again (the no-flopping rule counts
-                # only evictions that happened, or a refused one would make it wait forever)
-                by.wl.victims.discard(target.workload.key)
                 continue
             self._record_eviction(target.workload, by.wl, target.reason)
             self._idle.pop(cq_name, None)
@@ -211,8 +208,10 @@ class Rounds:
         for target, by, cq_name, reply in evicting:
             key = target.workload.key
             if not await reply.result(self.cluster_queues[cq_name].ask_timeout):
-                by.wl.victims.discard(key)  # it had left its queue meanwhile
-                continue
+                continue  # it had left its queue meanwhile
+            # the no-flopping rule (cycle._nominate) counts only evictions that happened: one the
+            # API refused is not one, or its preemptor would wait behind that victim forever
+            by.wl.victims.add(key)
             self.events.append(("evicted", key, by.wl.key, target.reason))
             log.info("workload_evicted", workload=key, cluster_queue=cq_name,
                      preemptor=by.wl.key, reason=target.reason)

@@ -234,7 +234,6 @@ def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], pre
             if t.workload.key not in victims:
                 victims[t.workload.key] = t.workload
                 result.evictions.append((t, e))
-            e.wl.victims.add(t.workload.key)
         e.status, e.reason = "preempting", RequeueReason.PENDING_PREEMPTION
         e.message = f"pending the preemption of {len(e.targets)} workload(s)"
         return

@@ -106,7 +106,7 @@ class WorkloadInfo:
         self.reserved_at = 0.0
         self.evictions = 0
         self.preempting = False  # issued evictions and waits for them (set and settled by the cycle)
-        self.victims: set[str] = set()  # workloads this one has evicted: never twice (no flopping)
+        self.victims: set[str] = set()  # workloads it evicted (committed): never twice (no flopping)
         self.shape: bytes | None = None  # kueued.scheduling.verdicts.shape_of, computed on first use
         self.limits_error: str | None = None  # cycle._requests_exceed_limits, computed on first use
         adm = obj.status.admission
