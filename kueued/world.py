@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import difflib
 import enum
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
 from kueued.errors import FieldError
 from kueued.model import api
+from kueued.model.clock import rfc3339
 from kueued.model.quantity import QuantityError, parse
 from kueued.model.settings import Settings
 from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
@@ -257,7 +257,7 @@ class World:
         (:meth:`forget_terminated`).  Removing it at once would let its Cohort lend quota those
         workloads still use."""
         obj = self.cluster_queues[name]
-        stamp = obj.metadata.deletion_timestamp or _now_rfc3339()
+        stamp = obj.metadata.deletion_timestamp or rfc3339()
         if not obj.metadata.deletion_timestamp:
             self.cluster_queues[name] = msgspec.structs.replace(
                 obj, metadata=msgspec.structs.replace(obj.metadata, deletion_timestamp=stamp))
@@ -387,7 +387,3 @@ class World:
         if lq.spec.cluster_queue not in self.cluster_queues:
             return None, f"ClusterQueue {lq.spec.cluster_queue} doesn't exist"
         return lq.spec.cluster_queue, ""
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

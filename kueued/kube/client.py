@@ -19,7 +19,6 @@ its TLS verification and credentials, is :mod:`kueued.kube.connect`'s.
 
 from __future__ import annotations
 
-import datetime as dt
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -29,6 +28,7 @@ import msgspec
 from kubernetes_asyncio.client import ApiClient
 
 from kueued.kube.errors import ApiUnavailable, from_status, wrapped
+from kueued.model.clock import rfc3339
 
 __all__ = ["KINDS", "EVENT", "LEASE", "JOB", "PRIORITY_CLASS", "Kind", "KubeClient", "WatchStream",
            "manifest_kind"]
@@ -224,7 +224,7 @@ class KubeClient:
         meta = regarding.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         name = str(meta.get("name", ""))
-        now = _now()
+        now = rfc3339()
         involved = {"apiVersion": regarding.get("apiVersion", ""), "kind": regarding.get("kind", ""),
                     "name": name, "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")}
         if meta.get("namespace"):
@@ -339,7 +339,3 @@ class WatchStream:
             raise from_status(None, obj)
         _complete(obj, self.kind)
         return event
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

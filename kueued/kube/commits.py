@@ -48,7 +48,6 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
 
@@ -57,6 +56,7 @@ import structlog
 
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.port import Committed, Condition, count_commit
+from kueued.model.clock import rfc3339
 from kueued.model.quantity import format_milli
 
 __all__ = ["KubePort", "StatusClient", "merge_conditions"]
@@ -90,10 +90,6 @@ class StatusClient(Protocol):
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def merge_conditions(current: list[dict[str, Any]], new: list[Condition], *, generation: int | None,
@@ -289,7 +285,7 @@ class KubePort:
         return True
 
     async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
-        body = {"status": {"conditions": merge_conditions([], [condition], generation=None, now=_now())}}
+        body = {"status": {"conditions": merge_conditions([], [condition], generation=None, now=rfc3339())}}
         try:
             await self.client.patch_status("ElasticQuota", namespace, quota, body)
         except ApiError as exc:
@@ -303,7 +299,7 @@ class KubePort:
         meta = _dict(manifest.get("metadata"))
         listed = _dict(manifest.get("status")).get("conditions")
         current = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
-        merged = merge_conditions(current, conditions, generation=meta.get("generation"), now=_now())
+        merged = merge_conditions(current, conditions, generation=meta.get("generation"), now=rfc3339())
         body: dict[str, Any] = {"status": {"conditions": merged}}
         if conditional and meta.get("resourceVersion"):
             body["metadata"] = {"resourceVersion": meta["resourceVersion"]}

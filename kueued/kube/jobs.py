@@ -55,7 +55,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 import anyio
@@ -74,6 +73,7 @@ from kueued.kube.port import Condition
 from kueued.kube.watch import ClusterSource
 from kueued.kube.watch_state import WatchClient
 from kueued.kube.workqueue import WorkQueue
+from kueued.model.clock import rfc3339
 
 __all__ = ["JobController", "JobClient", "EventSink", "JobControllerStats"]
 
@@ -348,7 +348,7 @@ class JobController:
         listed = (wl.get("status") or {}).get("conditions")
         current = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
         conditions = merge_conditions(current, [Condition("Finished", "True", reason, message[:32768])],
-                                      generation=meta(wl).get("generation"), now=_now())
+                                      generation=meta(wl).get("generation"), now=rfc3339())
         body = {"metadata": {"resourceVersion": meta(wl).get("resourceVersion")},
                 "status": {"conditions": conditions}}
         await self._write_workload(wl, body, action="workload_finished", why=reason, status=True)
@@ -356,7 +356,3 @@ class JobController:
     def _event(self, job: dict[str, Any], reason: str, message: str, *, type: str = "Normal") -> None:
         if self.events is not None:
             self.events.record(job, type, reason, message)
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

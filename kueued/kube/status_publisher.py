@@ -38,7 +38,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import anyio
@@ -52,6 +51,7 @@ from kueued.kube.finalizers import release_finalizers
 from kueued.kube.port import Condition
 from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
 from kueued.model.api import object_key
+from kueued.model.clock import rfc3339
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.snapshot import Snapshot
 from kueued.world import World
@@ -85,10 +85,6 @@ class Coordinated(Protocol):
     afs: AdmissionFairSharing
 
     async def assemble(self) -> Snapshot: ...
-
-
-def _stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _version(manifest: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -271,7 +267,7 @@ class TreeStatusPublisher:
         accepted = self._accepted.get(key)
         if desired.conditions or accepted is not None:
             merged = _conditions(current)
-            stamp = _stamp(self.wall())
+            stamp = rfc3339(self.wall())
             if desired.conditions:
                 merged = merge_conditions(merged, list(desired.conditions), generation=desired.generation, now=stamp)
             if accepted is not None:
@@ -340,4 +336,4 @@ class TreeStatusPublisher:
         consumed = coord.afs.consumed_usage()
         if consumed is None:
             return None, ""
-        return consumed[0], _stamp(consumed[1])
+        return consumed[0], rfc3339(consumed[1])
