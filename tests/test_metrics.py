@@ -194,6 +194,19 @@ def test_commit_counters_follow_the_ports_totals_and_timings_are_drained() -> No
     assert value(s, "kueued_watch_restarts_total", kind="Workload") == 3
 
 
+def test_a_gauge_shows_the_last_value_given_through_repeats_returns_and_removals() -> None:
+    """The mailbox gauge skips values it already holds: what a scrape shows must still be the
+    last report, whether a value repeats, moves back, or a series goes and comes back."""
+    metrics = Metrics()
+    reports = [{"ClusterQueue/a": 1, "ClusterQueue/b": 2}, {"ClusterQueue/a": 1, "ClusterQueue/b": 5},
+               {"ClusterQueue/a": 1, "ClusterQueue/b": 2}, {"ClusterQueue/b": 2}, {"ClusterQueue/a": 1}]
+    for depths in reports:
+        metrics.observe_mailboxes(depths)
+        _, s = scrape(metrics)
+        for actor in ("ClusterQueue/a", "ClusterQueue/b"):
+            assert value(s, "kueued_actor_mailbox_depth", actor=actor) == depths.get(actor)
+
+
 def test_wait_buckets_are_kueues() -> None:
     assert WAIT_BUCKETS[:4] == (1.0, 2.5, 5.0, 10.0) and len(WAIT_BUCKETS) == 14 and WAIT_BUCKETS[-1] == 10240.0
 

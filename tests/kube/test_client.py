@@ -18,7 +18,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from kueued.kube.backoff import Backoff
-from kueued.kube.connect import IN_CLUSTER, config_source, connect
+from kueued.kube.connect import IN_CLUSTER, config_source, connect, proxy_for
 from kueued.kube.errors import ApiUnavailable, KubeConfigError
 from kueued.kube.watch import ClusterSource
 
@@ -102,6 +102,42 @@ async def test_turning_tls_verification_off_is_logged_and_no_secret_is(tmp_path:
     warnings = [(e["event"], e["by"]) for e in logs if e["log_level"] == "warning"]
     assert warnings == [("tls_verification_disabled", "flag"), ("tls_verification_disabled", "kubeconfig")]
     assert TOKEN not in repr(logs) and str(tmp_path) not in repr(logs)
+
+
+@pytest.mark.parametrize(("no_proxy", "through_proxy"), [("", True), ("127.0.0.1", False)],
+                         ids=["proxied", "no-proxy-bypasses"])
+async def test_the_environment_s_proxy_is_used_and_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            no_proxy: str, through_proxy: bool) -> None:
+    """HTTPS_PROXY and NO_PROXY are honoured as kubectl honours them, read when connecting: the
+    session does not look at the environment (or ~/.netrc) again on each request."""
+    seen: list[bytes] = []
+
+    async def proxy(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            seen.append(await stream.receive())
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    server = f"https://127.0.0.1:{_closed_port()}"
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, proxy)
+        async with await connect(_kubeconfig(tmp_path / "kc", server)) as kube:
+            assert kube.api.rest_client.pool_manager.trust_env is False
+            with pytest.raises(ApiUnavailable):
+                await kube.list("Workload")
+        tg.cancel_scope.cancel()
+    assert bool(seen) == through_proxy
+    if through_proxy:
+        assert seen[0].startswith(f"CONNECT {server.removeprefix('https://')} ".encode())
+
+
+def test_a_proxy_is_chosen_by_the_server_s_scheme() -> None:
+    proxies = {"https": "http://proxy:3128", "http": "http://plain:80"}
+    assert proxy_for("https://10.0.0.1:6443", proxies) == "http://proxy:3128"
+    assert proxy_for("http://10.0.0.1:8080", proxies) == "http://plain:80"
+    assert proxy_for("https://10.0.0.1:6443", {}) is None
 
 
 async def test_an_unreachable_server_is_unavailable_and_the_source_keeps_retrying(tmp_path: Path) -> None:
