@@ -96,7 +96,7 @@ async def connect(kubeconfig: Path | None = None, *, context: str | None = None,
     elif not config.verify_ssl:
         log.warning("tls_verification_disabled", server=config.host, by="kubeconfig")
     if not config.proxy:
-        config.proxy = proxy_for(config.host)
+        config.proxy = proxy_for(config.host or "")
     try:
         api = ApiClient(configuration=config)
         _stop_env_lookups(api)
