@@ -37,13 +37,11 @@ from actors.messages import (
     Replace,
     RequeueParked,
 )
-from actors.node import NodeActor
+from actors.node import NodeActor, within_quota
 from actors.rounds import FOLD_LIMIT, Rounds
 from actors.runtime import ActorStopped
 from kueued.engine.wiring import PreemptorFactory, forest_of, queue_order_hook
 from kueued.kube.port import ApiPort, Recorder
-from kueued.quota import node as qn
-from kueued.quota.node import QuotaNode
 from kueued.scheduling.cycle import Iterate, classical_order
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
@@ -89,6 +87,7 @@ class Coordinator(Rounds, Balances):
         self.afs = AdmissionFairSharing(world, clock=self.now)
         self.recorder: Recorder | None = None  # Events about decisions (the daemon sets it on a cluster)
         self._tg: TaskGroup | None = None  # where the actors run (the last sync_topology's)
+        self.held: set[Change] | None = None  # topology and routing changes a batch holds back (release_held)
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -126,7 +125,7 @@ class Coordinator(Rounds, Balances):
         for item in items:
             node = item.node
             parent = self.cohorts[node.parent.name] if node.parent is not None else None
-            children = tuple((c.name, self._actor(c.name, c.is_cohort), _within(c)) for c in node.children)
+            children = tuple((c.name, self._actor(c.name, c.is_cohort), within_quota(c)) for c in node.children)
             await self._actor(item.name, node.is_cohort).ask(Configure(node.limits, node.subtree, parent, children))
         for actor in self.cluster_queues.values():
             await actor.ask(Recharge())
@@ -199,7 +198,9 @@ class Coordinator(Rounds, Balances):
                      status_kept: bool = False) -> None:
         """``status_kept``: the new version comes with a status (a cluster's Workload; a file's
         manifest has none, unless it describes a workload admitted beforehand)."""
-        if change is Change.TOPOLOGY:
+        if self.held is not None and change in (Change.TOPOLOGY, Change.ROUTING):
+            self.held.add(change)
+        elif change is Change.TOPOLOGY:
             await self.sync_topology(tg)
         elif change is Change.ROUTING:
             await self._reroute_pending()
@@ -228,6 +229,15 @@ class Coordinator(Rounds, Balances):
             else:  # deleted (or finished): nothing is kept for it, however long the daemon runs
                 self.unrouted.pop(key, None)
                 self.reasons.pop(key, None)
+
+    async def release_held(self, tg: TaskGroup) -> None:
+        """Once for a batch (``held`` set before it): the tree rebuilt or the pending re-routed (each
+        a pass over every queue: a first list of 1,000 queues, one by one, took 22 s to start)."""
+        held, self.held = self.held, None
+        if held and Change.TOPOLOGY in held:
+            await self.sync_topology(tg)
+        elif held:
+            await self._reroute_pending()
 
     async def _carry_admission(self, old: WorkloadInfo, new: WorkloadInfo) -> bool:
         """Keep an admission across an edit that asks for nothing new, as Kueue does.
@@ -374,12 +384,6 @@ class Coordinator(Rounds, Balances):
     def stop(self) -> None:
         for a in [*self.cluster_queues.values(), *self.cohorts.values()]:
             a.stop()
-
-
-def _within(node: QuotaNode) -> dict[tuple[str, str], int]:
-    """The most a child may hold of its parent while still within its own quota, per FR:
-    ``subtree - local_quota`` (what it holds of the parent is ``usage - local_quota``)."""
-    return {fr: q - qn.local_quota(node, fr) for fr, q in node.subtree.items()}
 
 
 def _evicted(wl: WorkloadInfo) -> bool:

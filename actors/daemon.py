@@ -234,23 +234,35 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
                  tg: anyio.abc.TaskGroup, status: StatusPublisher | None = None) -> tuple[int, bool]:
     """Apply one batch of source events; (how many, whether the elastic tree must follow)."""
     elastic_changed = False
-    for verb, manifest in batch:
-        change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
-        key = object_key(manifest)
-        reason = coord.world.rejected.get(key, "") if change is Change.REJECTED else None
-        if reason is not None:
-            log.warning("object_rejected", object=key, reason=reason)
-        if status is not None and verb == "delete":
-            status.forget(key)
-        elif status is not None:  # an Accepted condition and a warning Event say what a webhook would have
-            status.validated(manifest, reason)
-        kind = manifest.get("kind")
-        if verb == "delete" and kind == "Workload":
-            port.forget(key.split("/", 1)[1])
-        elastic_changed = elastic_changed or kind in _ELASTIC_KINDS
-        if kind == "ElasticQuota":
-            await elastic.validated(manifest, reason)
+    coord.held = set()  # the tree is rebuilt once for the batch, after it (Coordinator.release_held)
+    try:
+        for verb, manifest in batch:
+            elastic_changed = await _apply_one(verb, manifest, coord, elastic, port, tg, status) or elastic_changed
+    except BaseException:
+        coord.held = None  # not held for ever: what is not applied comes again (a relist)
+        raise
+    await coord.release_held(tg)
     return len(batch), elastic_changed
+
+
+async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
+                     tg: anyio.abc.TaskGroup, status: StatusPublisher | None) -> bool:
+    """One source event; whether the elastic tree must follow."""
+    change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
+    key = object_key(manifest)
+    reason = coord.world.rejected.get(key, "") if change is Change.REJECTED else None
+    if reason is not None:
+        log.warning("object_rejected", object=key, reason=reason)
+    if status is not None and verb == "delete":
+        status.forget(key)
+    elif status is not None:  # an Accepted condition and a warning Event say what a webhook would have
+        status.validated(manifest, reason)
+    kind = manifest.get("kind")
+    if verb == "delete" and kind == "Workload":
+        port.forget(key.split("/", 1)[1])
+    if kind == "ElasticQuota":
+        await elastic.validated(manifest, reason)
+    return kind in _ELASTIC_KINDS
 
 
 def _resume_evictions(world: World, port: ApiPort) -> None:

@@ -46,7 +46,7 @@ from actors.runtime import Actor, Reply
 from kueued.quota import node as qn
 from kueued.quota.node import QuotaNode
 
-__all__ = ["NodeActor"]
+__all__ = ["NodeActor", "within_quota"]
 
 
 class NodeActor(Actor):
@@ -194,6 +194,12 @@ class NodeActor(Actor):
 
 
 _GRANTED = Granted()
+
+
+def within_quota(node: QuotaNode) -> FRAmounts:
+    """The most a child may hold of its parent while still within its own quota, per FR:
+    ``subtree - local_quota`` (what it holds of the parent is ``usage - local_quota``)."""
+    return {fr: q - qn.local_quota(node, fr) for fr, q in node.subtree.items()}
 
 
 def _raise(exc: BaseException) -> Any:

@@ -187,7 +187,7 @@ class Result:
     samples: list[tuple[float, float, int]] = field(default_factory=list)  # (t, reserved cpu, pending)
     load: tuple[str, str] = ("", "")
     bench_cpu: float = 0.0
-    process: dict[str, float] = field(default_factory=dict)        # kueued: cpu_s, rss_mib, p50, p99
+    process: dict[str, float] = field(default_factory=dict)        # kueued: cpu_s, rss_mib, p50, p99, ready_s
     servers_cpu: float | None = None
     writes: dict[str, float] = field(default_factory=dict)         # API writes per resource[/subresource]
 
@@ -526,12 +526,14 @@ class Kueued:
 
     async def __aenter__(self) -> Kueued:
         self.out = self.log.open("w")
+        began = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stderr=self.out, stdout=subprocess.DEVNULL, cwd=ROOT)
         with anyio.fail_after(120):
             while (await anyio.to_thread.run_sync(_http, self.url("/readyz")))[0] != 200:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"kueued exited ({self.proc.returncode}); its log: {self.log}")
                 await anyio.sleep(0.2)
+        self.ready_after = time.monotonic() - began  # start-up: the first list of every kind, applied
         return self
 
     def url(self, path: str) -> str:
@@ -592,7 +594,8 @@ async def measure(trace: Trace, *, admin: Path, kueued_kubeconfig: Path, options
                     _, text = await anyio.to_thread.run_sync(_http, proc.url("/metrics"))
                     p50, p99 = commit_quantiles(text)
                     result.process = {"cpu_s": _cpu_seconds(proc.proc.pid) - cpu,
-                                      "rss_mib": _peak_rss_mib(proc.proc.pid), "p50": p50, "p99": p99}
+                                      "rss_mib": _peak_rss_mib(proc.proc.pid), "p50": p50, "p99": p99,
+                                      "ready_s": proc.ready_after}
                 tg.cancel_scope.cancel()
             result.load = (load, _load())
             after = await api_writes(clients[0])
@@ -707,6 +710,7 @@ def targets(schedule: Any, floor: Result | None, ours: Result) -> Table:
                   f"{ours.wall / (floor.wall * ratio):.2f}", "", "")
     t.add_row("kueued cpu (s) / peak RSS (MiB)", f"{p.get('cpu_s', 0):.1f} / {p.get('rss_mib', 0):.0f}", "", "")
     t.add_row("commit median (s)", f"{p.get('p50', math.nan):.3f}", "", "")
+    t.add_row("kueued start-up, launch to /readyz (s)", f"{p.get('ready_s', math.nan):.1f}", "", "")
     return t
 
 

@@ -42,6 +42,7 @@ written, leaves the server's list there, so neither writer drops the other's con
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -244,6 +245,8 @@ class TreeStatusPublisher:
         world = coord.world
         if world.terminating:  # Kueue's finalizer off the queues nothing is admitted in any more
             await release_finalizers(self.client, world, self._released)
+        if self.budget.available() < 1:
+            return 0  # nothing could be written now: not even worked out (module notes, 4)
         if coord.rounds != self._rounds:
             snapshot = await coord.assemble()
             consumed, at = self._consumed(coord)
@@ -253,14 +256,22 @@ class TreeStatusPublisher:
                 self._drop(key)
                 self._gone.pop(key, None)
             candidates = [*self._desired, *(k for k in self._accepted if k not in self._desired)]
-            candidates.sort(key=lambda k: k not in self._due)  # held back last time: first now (stable)
         elif self._due:
             candidates = list(self._due)
         else:
             return 0
+        # the longest unwritten first (never written before all): every object gets its turn
+        written_at = self._written_at
+        candidates.sort(key=lambda k: written_at.get(k, -math.inf))
         now = self.clock()
+        allowed = min(WRITES_PER_PUBLISH, self.budget.available())
         writes: list[tuple[str, Desired, dict[str, Any]]] = []
-        for key in candidates:
+        for i, key in enumerate(candidates):
+            if len(writes) >= allowed:  # the rest are looked at next time (module notes, 4)
+                rest = candidates[i:]
+                self._due.update(rest)
+                self.counts["over_budget"] += len(rest)
+                break
             desired = self._desired.get(key) or (_from_key(key) if key in self._accepted else None)
             manifest = self._seen.get(key) or world.raw.get(key)
             if desired is None or (manifest is None and key not in self._last):
@@ -282,11 +293,6 @@ class TreeStatusPublisher:
             writes.append((key, desired, status))
         if not writes:
             return 0
-        allowed = min(WRITES_PER_PUBLISH, self.budget.available())
-        if len(writes) > allowed:  # the rest go out on the next passes, between rounds (module notes, 4)
-            self._due.update(key for key, _, _ in writes[allowed:])
-            self.counts["over_budget"] += len(writes) - allowed
-            writes = writes[:allowed]
         self.budget.spend(len(writes))
         done = [0]
         limiter = anyio.CapacityLimiter(self.concurrency)

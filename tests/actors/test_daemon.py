@@ -112,3 +112,39 @@ def test_a_long_backlog_pauses_its_rounds_to_read_the_source_and_resumes(tmp_pat
     paused = [e for e in logs if e["event"] == "rounds_paused"]
     assert all(e["rounds"] == 1 for e in paused) and len(paused) >= 4
     assert settled == [({"ns/a"}, len(paused) + 1)]  # observers see only the quiescent state
+
+
+def test_a_first_load_rebuilds_the_tree_once_and_its_workloads_still_land(tmp_path: Path, monkeypatch) -> None:
+    """Forty queues, their LocalQueues and a workload each arrive in one batch: the tree is
+    rebuilt once for the batch (each rebuild passes over every queue: one per object made a
+    large first list quadratic), and every workload, applied between queues that did not yet
+    exist as actors, is admitted where its LocalQueue routes."""
+    from actors.coordinator import Coordinator
+    docs: list[dict] = [namespace("ns"), flavor("default")]
+    for i in range(40):
+        docs += [cluster_queue(f"cq{i}", quotas("default", cpu="1")), local_queue(f"lq{i}", "ns", f"cq{i}"),
+                 workload(f"w{i}", "ns", f"lq{i}", cpu="1")]
+    _write(tmp_path / "all.yaml", docs)
+    rebuilds = []
+    real = Coordinator.sync_topology
+
+    async def counted(self, tg) -> None:
+        rebuilds.append(len(self.world.cluster_queues))
+        await real(self, tg)
+
+    monkeypatch.setattr(Coordinator, "sync_topology", counted)
+    admitted: list[dict[str, str | None]] = []
+
+    def settled(coord) -> None:
+        admitted.append({k: w.cluster_queue for k, w in coord.world.workloads.items()})
+        scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(tmp_path, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
+
+    scope: anyio.CancelScope
+    anyio.run(main)
+    assert admitted[0] == {f"ns/w{i}": f"cq{i}" for i in range(40)}
+    assert rebuilds == [0, 40]  # at start (nothing loaded yet), then once for the whole batch

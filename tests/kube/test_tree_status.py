@@ -452,9 +452,11 @@ def test_a_thousand_queues_statuses_go_out_a_bounded_batch_a_publish(monkeypatch
 
 
 def test_under_a_storm_status_writes_keep_to_the_budget_and_every_object_gets_its_turn() -> None:
-    """Six queues (twelve objects to write at once), a budget of 2 writes a second with bursts
-    of 4: the first publish spends the burst, each later one what a second earns, the objects
-    held back go first, so all twelve are written within four more seconds, each once."""
+    """Six queues and their LocalQueues (twelve objects) whose counts move before every publish,
+    a budget of 2 writes a second with bursts of 4: the first publish spends the burst, each
+    later one what a second earns, and the longest unwritten go first, so every object is
+    written once before any is written twice (the ClusterQueues, listed first, used to take
+    the whole budget and the LocalQueues were never written)."""
     docs = [namespace("ns"), flavor("default")]
     for i in range(6):
         docs += [cluster_queue(f"cq{i}", quotas("default", cpu="1")), local_queue(f"lq{i}", "ns", f"cq{i}")]
@@ -462,12 +464,16 @@ def test_under_a_storm_status_writes_keep_to_the_budget_and_every_object_gets_it
     client, clock = FakeClient(), Clock()
     publisher = TreeStatusPublisher(client, clock=clock, min_interval=0.0, rate=2.0, burst=4)
     coord = Settled(world, snap)
-    done = [publish(publisher, coord)]
-    for second in range(1, 5):
-        clock.now += 1.0
+    done = []
+    for second in range(10):
+        for i in range(6):  # one more pending workload everywhere: every object's status moves
+            world.apply(workload(f"w{second}-{i}", "ns", f"lq{i}", created=second, cpu="1"))
         done.append(publish(publisher, coord, rounds=1 + second))
-    assert done == [4, 2, 2, 2, 2]
-    assert len(client.written()) == len(set(client.written())) == 12  # each once: nobody starved
+        clock.now += 1.0
+    assert done == [4, 2, 2, 2, 2, 2, 2, 2, 2, 2]
+    written = client.written()
+    assert len(set(written[:12])) == 12  # everyone once, then the round starts again
+    assert written[12:] == written[:len(written) - 12]
     assert publisher.counts["over_budget"] > 0
     clock.now += 10.0  # a quiet spell refills the bucket up to the burst, no further
     assert publisher.budget.available() == 4
