@@ -38,8 +38,8 @@ poll runs the rounds all the same.
 ``health`` (``kueued.health``) hears a tick at the end of every pass (``/healthz`` fails when
 they stop: a wedged loop), that the first load is applied when READY is sent (``/readyz``),
 and whether this process is the one that commits (always, until there is leader election).
-``metrics`` are refreshed after each pass that ran rounds (``_observe``), the watches' and
-the leader's on every pass.
+``metrics`` are refreshed as :mod:`actors.observe` says: the queues' gauges at most once a
+second while changes keep arriving.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ import structlog
 
 from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
-from actors.messages import Sample
+from actors.observe import Gauges, observe_counters, observe_pass
 from actors.reasons import ReasonLog
 from kueued.config import Live
 from kueued.engine.wiring import make_iterate, make_preemptor
@@ -105,7 +105,7 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
 
 
 async def _rounds(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort, reasons: ReasonLog,
-                  metrics: Metrics | None, until: Callable[[], bool], changed: int) -> bool:
+                  until: Callable[[], bool], changed: int, gauges: Gauges | None, source: Source) -> bool:
     """Both coordinators' rounds, for at most an interval (``until``), and what follows them:
     the pending reasons noted, metrics refreshed.  Whether the rounds paused before quiescence."""
     rounds = await coord.run_to_quiescence(until=until)
@@ -115,8 +115,10 @@ async def _rounds(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort
     log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
              elastic_rounds=elastic_rounds)
     await reasons.update(coord, port)
-    if metrics is not None:
-        await _observe(metrics, coord, elastic, port, rounds + elastic_rounds)
+    if gauges is not None:
+        observe_counters(gauges.metrics, port, rounds + elastic_rounds)
+        if gauges.due(source):
+            await gauges.observe()
     return unsettled
 
 
@@ -145,6 +147,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         unsettled = False  # the last rounds stopped at the interval, before quiescence
         wrote_at = clock()  # the last pass that wrote status and pending reasons
         reasons = ReasonLog()
+        gauges = Gauges(metrics, coord, elastic, clock) if metrics is not None else None
         try:
             while not stop.requested:
                 changed, elastic_changed = await _apply(batch, coord, elastic, port, tg, status)
@@ -155,22 +158,21 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                 _log_problems(source)
                 if not ready:  # READY once every actor runs and the first load is applied
                     _resume_evictions(world, port)
-                due = elastic.deadline()
-                if changed or unsettled or not ready or (due is not None and due <= clock()):
+                if changed or unsettled or not ready or _recycling_due(elastic, clock):
                     if elastic_changed:
                         await elastic.sync_world(world)
                     until = partial(_pause, clock, clock() + interval, stop, notifier)
-                    unsettled = await _rounds(coord, elastic, port, reasons, metrics, until, changed)
+                    unsettled = await _rounds(coord, elastic, port, reasons, until, changed, gauges, source)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
+                elif gauges is not None:
+                    await gauges.catch_up(source)
                 if not source.queued() or clock() - wrote_at >= interval:
                     unsettled = await _writes(port, status, coord) or unsettled
                     wrote_at = clock()
                 _pass_done(world, source, health, notifier, metrics, first=not ready)
                 ready = True
-                due = elastic.deadline()
-                pause = interval if due is None else min(interval, max(0.0, due - clock()))
-                wait = 0 if unsettled else min(pause, notifier.ping_every or pause)
+                wait = 0 if unsettled else _idle_wait(interval, elastic.deadline(), clock, notifier)
                 batch = []
                 with stop.interruptible():
                     batch = await source.changes(wait)
@@ -180,6 +182,18 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
             coord.stop()
             elastic.stop()
         tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
+
+
+def _recycling_due(elastic: ElasticCoordinator, clock: Callable[[], float]) -> bool:
+    due = elastic.deadline()
+    return due is not None and due <= clock()
+
+
+def _idle_wait(interval: float, due: float | None, clock: Callable[[], float], notifier: Notifier) -> float:
+    """How long a settled pass waits for changes: an interval, less when forced recycling is due
+    sooner or systemd's watchdog must hear from us before."""
+    pause = interval if due is None else min(interval, max(0.0, due - clock()))
+    return min(pause, notifier.ping_every or pause)
 
 
 async def _writes(port: ApiPort, status: StatusPublisher | None, coord: Coordinator) -> bool:
@@ -225,7 +239,7 @@ def _pass_done(world: World, source: Source, health: Health, notifier: Notifier,
     elif line is not None:
         notifier.status(line)
     if metrics is not None:
-        _observe_pass(metrics, source, health)
+        observe_pass(metrics, source, health)
     health.tick()
     notifier.watchdog()
 
@@ -273,33 +287,6 @@ def _resume_evictions(world: World, port: ApiPort) -> None:
             evicted = next((c for c in wl.obj.status.conditions if c.type == "Evicted" and c.status == "True"), None)
             if evicted is not None:
                 port.resume_eviction(key, evicted.message)
-
-
-async def _observe(metrics: Metrics, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
-                   rounds: int) -> None:
-    """After a pass that ran rounds: the queues' gauges, the commits' counters and timings."""
-    metrics.rounds.inc(rounds)
-    # asked, not read: a queue's deferred requeues are delivered before it answers
-    replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
-    samples = [await r.result(a.ask_timeout) for a, r in replies]
-    raw = coord.world.raw
-    terminating = {name for name in coord.forest.cluster_queues
-                   if ((raw.get(f"ClusterQueue/{name}") or {}).get("metadata") or {}).get("deletionTimestamp")}
-    metrics.observe_queues(samples, coord.forest.cluster_queues, terminating=terminating)
-    metrics.observe_mailboxes({**{f"ClusterQueue/{s.name}": s.mailbox for s in samples},
-                               **{f"Cohort/{n}": a.stats().mailbox for n, a in coord.cohorts.items()},
-                               **{f"ElasticQuota/{n}": a.stats().mailbox for n, a in elastic.groups.items()}})
-    metrics.observe_commits(getattr(port, "counts", {}))
-    timings = getattr(port, "timings", None)  # KubePort's; an in-memory commit takes no time worth a metric
-    if timings:
-        metrics.observe_timings([timings.popleft() for _ in range(len(timings))])
-    metrics.forget(coord.forest.cluster_queues.keys() | elastic.groups.keys())
-
-
-def _observe_pass(metrics: Metrics, source: Source, health: Health) -> None:
-    """Every pass, idle ones too: the watches' restarts (a cluster) and who commits."""
-    metrics.observe_watches(getattr(source, "restarts", {}), getattr(source, "relists", {}))
-    metrics.leader.set(1 if health.leader else 0)
 
 
 def _queue_of(world: World, manifest: Mapping[str, Any]) -> str | None:

@@ -1,0 +1,76 @@
+"""The daemon's metrics: what is refreshed after which pass (``actors.daemon``).
+
+The counters (rounds, commits) are brought up after each pass that ran rounds; the queues'
+gauges too, but while changes keep arriving at most once a second (:class:`Gauges`: each
+refresh asks every ClusterQueue actor for a sample, and on 1,000 queues that was an eighth of
+the daemon's CPU through the API server); the watches' and the leader's on every pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from actors.coordinator import Coordinator
+from actors.elastic import ElasticCoordinator
+from actors.messages import Sample
+from kueued.health import Health
+from kueued.kube.port import ApiPort
+from kueued.metrics import Metrics
+from kueued.sources import Source
+
+__all__ = ["Gauges", "observe_counters", "observe_pass"]
+
+
+class Gauges:
+    """When the queues' gauges are refreshed (module notes): when nothing waits to be applied,
+    else at most every ``EVERY`` seconds; one a pass skipped is caught up by a later pass."""
+
+    EVERY = 1.0
+
+    def __init__(self, metrics: Metrics, coord: Coordinator, elastic: ElasticCoordinator,
+                 clock: Callable[[], float]) -> None:
+        self.metrics = metrics
+        self.coord = coord
+        self.elastic = elastic
+        self.clock = clock
+        self.at = -float("inf")
+        self.stale = False
+
+    def due(self, source: Source) -> bool:
+        due = not source.queued() or self.clock() - self.at >= self.EVERY
+        self.stale = not due
+        if due:
+            self.at = self.clock()
+        return due
+
+    async def catch_up(self, source: Source) -> None:
+        """On a pass without rounds: the refresh a busier pass skipped, once it is due."""
+        if self.stale and self.due(source):
+            await self.observe()
+
+    async def observe(self) -> None:
+        """The queues' gauges and the actors' mailboxes."""
+        metrics, coord, elastic = self.metrics, self.coord, self.elastic
+        # asked, not read: a queue's deferred requeues are delivered before it answers
+        replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
+        samples = [await r.result(a.ask_timeout) for a, r in replies]
+        metrics.observe_queues(samples, coord.forest.cluster_queues, terminating=coord.world.terminating)
+        metrics.observe_mailboxes({**{f"ClusterQueue/{s.name}": s.mailbox for s in samples},
+                                   **{f"Cohort/{n}": a.stats().mailbox for n, a in coord.cohorts.items()},
+                                   **{f"ElasticQuota/{n}": a.stats().mailbox for n, a in elastic.groups.items()}})
+        metrics.forget(coord.forest.cluster_queues.keys() | elastic.groups.keys())
+
+
+def observe_counters(metrics: Metrics, port: ApiPort, rounds: int) -> None:
+    """After a pass that ran rounds: the rounds' and commits' counters, the commits' timings."""
+    metrics.rounds.inc(rounds)
+    metrics.observe_commits(getattr(port, "counts", {}))
+    timings = getattr(port, "timings", None)  # KubePort's; an in-memory commit takes no time worth a metric
+    if timings:
+        metrics.observe_timings([timings.popleft() for _ in range(len(timings))])
+
+
+def observe_pass(metrics: Metrics, source: Source, health: Health) -> None:
+    """Every pass, idle ones too: the watches' restarts (a cluster) and who commits."""
+    metrics.observe_watches(getattr(source, "restarts", {}), getattr(source, "relists", {}))
+    metrics.leader.set(1 if health.leader else 0)

@@ -1,0 +1,53 @@
+"""When the daemon refreshes the queues' gauges (actors.observe.Gauges)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from actors.observe import Gauges
+
+
+class Backlog:
+    """A source with ``n`` changes waiting."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def queued(self) -> int:
+        return self.n
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_gauges_refresh_at_most_once_a_second_under_a_backlog_and_catch_up_after() -> None:
+    source: Any = Backlog()  # the one method Gauges reads of a Source
+    clock, refreshed = Clock(), []
+    gauges = Gauges(metrics=Any, coord=Any, elastic=Any, clock=clock)  # type: ignore[arg-type]
+
+    async def observe() -> None:
+        refreshed.append(clock.now)
+
+    gauges.observe = observe  # type: ignore[method-assign]
+
+    async def passes() -> None:
+        assert gauges.due(source)  # nothing waiting: every pass refreshes
+        assert gauges.due(source)
+        source.n = 5  # a storm: changes keep arriving
+        for _ in range(10):
+            clock.now += 0.25
+            if gauges.due(source):
+                await gauges.observe()
+        source.n = 0  # quiet again: the pass without rounds catches the last skip up
+        await gauges.catch_up(source)
+        await gauges.catch_up(source)  # and only once
+
+    anyio.run(passes)
+    assert refreshed == [51.0, 52.0, 52.5]  # 10 passes in 2.5 s: two refreshes, then the catch-up
