@@ -99,6 +99,9 @@ class Log(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True)
 
 class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     interval: Interval = 2.0
+    # ClusterQueue, LocalQueue and Cohort status writes a second, on average, under load
+    # (kueued.kube.status_publisher, module notes 4)
+    status_writes_per_second: Annotated[float, msgspec.Meta(ge=0.1, le=10_000)] = 20.0
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):

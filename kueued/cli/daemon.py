@@ -103,7 +103,9 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
         elector = _elector(args, leases, health)
         port = FencedPort(port, elector, hold=args.interval)
         writes = FencedClient(client, elector)
-    status: StatusPublisher = TreeStatusPublisher(writes, recorder=EventRecorder(writes))
+    live = args.live
+    status: StatusPublisher = TreeStatusPublisher(writes, recorder=EventRecorder(writes),
+                                                  rate=lambda: live.config.daemon.status_writes_per_second)
     if elector is not None:
         status = FencedStatus(status, elector)  # a follower does not even try (nor log a refusal per object)
     jobs = JobController(client) if args.job_integration and elector is None else None

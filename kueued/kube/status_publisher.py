@@ -52,6 +52,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from kueued.config import Daemon
 from kueued.kube.commits import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.events import EventRecorder
@@ -72,8 +73,9 @@ WRITES_PER_PUBLISH = 256
 """Status writes one publish makes at most; the rest stay due for the next pass (a thousand
 ClusterQueues' statuses at once held the daemon's loop, and so its rounds, for seconds)."""
 
-STATUS_WRITES_PER_SECOND = 20.0
-"""The status publisher's average write rate under load (module notes, 4).  Without it, Kueue's
+STATUS_WRITES_PER_SECOND = Daemon().status_writes_per_second
+"""The status publisher's average write rate under load (module notes, 4), unless the daemon's
+``[daemon] status_writes_per_second`` says otherwise.  Without it, Kueue's
 large-scale config through the API server (``bench/kueue_perf_api.py --scale 0.1``) had
 kueued write ClusterQueue and LocalQueue status 4,174 times in 58 s: 72 a second."""
 
@@ -144,10 +146,11 @@ def _from_key(key: str) -> Desired:
 
 
 class WriteBudget:
-    """A token bucket: ``rate`` tokens a second, at most ``burst`` held (module notes, 4)."""
+    """A token bucket: ``rate`` tokens a second, at most ``burst`` held (module notes, 4).  The
+    rate may be a function, asked each time: the daemon's setting, which a reload changes."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
-        self.rate = rate
+    def __init__(self, rate: float | Callable[[], float], burst: int, clock: Callable[[], float]) -> None:
+        self.rate: Callable[[], float] = rate if callable(rate) else (lambda: rate)
         self.burst = burst
         self.clock = clock
         self._tokens = float(burst)
@@ -155,7 +158,7 @@ class WriteBudget:
 
     def available(self) -> int:
         now = self.clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
+        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate())
         self._at = now
         return int(self._tokens)
 
@@ -166,7 +169,8 @@ class WriteBudget:
 class TreeStatusPublisher:
     def __init__(self, client: StatusPatcher, *, recorder: EventRecorder | None = None, min_interval: float = 1.0,
                  concurrency: int = 16, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time, rate: float = STATUS_WRITES_PER_SECOND,
+                 wall: Callable[[], float] = time.time,
+                 rate: float | Callable[[], float] = STATUS_WRITES_PER_SECOND,
                  burst: int = STATUS_WRITE_BURST) -> None:
         self.client = client
         self.recorder = recorder

@@ -21,7 +21,7 @@ from kueued.kube import shapes
 from kueued.kube.errors import ApiError, ApiNotFound, ApiUnavailable
 from kueued.kube.events import EventRecorder
 from kueued.kube.port import Condition, InMemoryPort
-from kueued.kube.status_publisher import TreeStatusPublisher
+from kueued.kube.status_publisher import TreeStatusPublisher, WriteBudget
 from kueued.kube.tree_status import Desired, tree_status
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.snapshot import Snapshot
@@ -477,3 +477,16 @@ def test_under_a_storm_status_writes_keep_to_the_budget_and_every_object_gets_it
     assert publisher.counts["over_budget"] > 0
     clock.now += 10.0  # a quiet spell refills the bucket up to the burst, no further
     assert publisher.budget.available() == 4
+
+
+def test_the_budget_follows_a_rate_that_changes_while_running() -> None:
+    """The daemon hands the publisher its setting, re-read on SIGHUP: a new rate takes effect
+    for the tokens earned from then on."""
+    clock, rate = Clock(), [1.0]
+    budget = WriteBudget(lambda: rate[0], 100, clock)
+    budget.spend(budget.available())
+    clock.now += 2.0
+    assert budget.available() == 2
+    rate[0] = 10.0
+    clock.now += 2.0
+    assert budget.available() == 22

@@ -38,6 +38,8 @@ def test_the_shipped_file_is_all_defaults_and_names_every_setting() -> None:
     pytest.param("# c\n[metrics]\naddress = '::'\nportt = 9\n", 4, "metrics.portt", "unknown key", id="unknown-key"),
     pytest.param("[log]\nlevel = 'LOUD'\n", 2, "log.level", "Invalid enum value 'LOUD'", id="bad-enum"),
     pytest.param("[daemon]\n\ninterval = 0\n", 3, "daemon.interval", ">= 0.01", id="zero-interval"),
+    pytest.param("[daemon]\nstatus_writes_per_second = 0\n", 2, "daemon.status_writes_per_second", ">= 0.1",
+                 id="no-status-writes"),
     pytest.param("[metric]\nport = 1\n", 1, "metric", "unknown key", id="unknown-table"),
     pytest.param("[kube]\njob_integration = 'yes'\n", 2, "kube.job_integration", "Expected `bool`", id="type"),
     pytest.param("[fair_sharing]\nenabled = true\npreemption_strategies = ['Nope']\n", 3,
