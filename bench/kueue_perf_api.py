@@ -198,13 +198,19 @@ def _conditions(obj: dict[str, Any]) -> dict[str, str]:
 
 
 async def client_for(kubeconfig: Path, *, pool: int = 64) -> KubeClient:
-    """kueued's client with a connection pool big enough for the runner's concurrent calls."""
+    """kueued's client with a connection pool big enough for the runner's concurrent calls (and,
+    as kueued's, not reading ~/.netrc and the proxy variables on every request: the runner and
+    the API floor's admitter share the machine with what they measure)."""
     from kubernetes_asyncio.client import ApiClient, Configuration
     from kubernetes_asyncio.config import load_kube_config
+
+    from kueued.kube.connect import stop_env_lookups
     config = Configuration()
     await load_kube_config(config_file=str(kubeconfig), client_configuration=config, persist_config=False)
     config.connection_pool_maxsize = pool
-    return KubeClient(ApiClient(configuration=config))
+    api = ApiClient(configuration=config)
+    stop_env_lookups(api)
+    return KubeClient(api)
 
 
 async def install_setup(client: KubeClient, trace: Trace) -> None:

@@ -86,7 +86,7 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
     from kueued.kube.fencing import FencedClient, FencedPort, FencedStatus, run_while_leading
     from kueued.kube.jobs import JobController
     from kueued.kube.port import StatusPublisher
-    from kueued.kube.status_publisher import TreeStatusPublisher
+    from kueued.kube.status_publisher import STATUS_WRITES_PER_SECOND, TreeStatusPublisher
     from kueued.kube.watch import ClusterSource
     from kueued.world import World
     client = await connect(args.kubeconfig, context=args.context,
@@ -103,9 +103,10 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
         elector = _elector(args, leases, health)
         port = FencedPort(port, elector, hold=args.interval)
         writes = FencedClient(client, elector)
-    live = args.live
-    status: StatusPublisher = TreeStatusPublisher(writes, recorder=EventRecorder(writes),
-                                                  rate=lambda: live.config.daemon.status_writes_per_second)
+    live = args.live  # None without --config: the defaults, for good
+    status: StatusPublisher = TreeStatusPublisher(
+        writes, recorder=EventRecorder(writes),
+        rate=(lambda: live.config.daemon.status_writes_per_second) if live is not None else STATUS_WRITES_PER_SECOND)
     if elector is not None:
         status = FencedStatus(status, elector)  # a follower does not even try (nor log a refusal per object)
     jobs = JobController(client) if args.job_integration and elector is None else None

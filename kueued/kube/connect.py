@@ -35,7 +35,7 @@ from kubernetes_asyncio.config import ConfigException, load_incluster_config, lo
 from kueued.kube.client import KubeClient
 from kueued.kube.errors import KubeConfigError
 
-__all__ = ["IN_CLUSTER", "USER_AGENT", "config_source", "connect"]
+__all__ = ["IN_CLUSTER", "USER_AGENT", "config_source", "connect", "proxy_for", "stop_env_lookups"]
 
 log = structlog.get_logger("kueued.kube")
 
@@ -99,7 +99,7 @@ async def connect(kubeconfig: Path | None = None, *, context: str | None = None,
         config.proxy = proxy_for(config.host or "")
     try:
         api = ApiClient(configuration=config)
-        _stop_env_lookups(api)
+        stop_env_lookups(api)
     except (ssl.SSLError, OSError, ValueError) as exc:  # a client certificate or key that cannot be used
         raise KubeConfigError(f"cannot use the credentials in {source}: {type(exc).__name__}: "
                               f"{getattr(exc, 'reason', None) or 'the client certificate or key is not usable'}"
@@ -120,7 +120,7 @@ def proxy_for(server: str, proxies: Mapping[str, str] | None = None) -> str | No
     return proxy
 
 
-def _stop_env_lookups(api: ApiClient) -> None:
+def stop_env_lookups(api: ApiClient) -> None:
     """The same connection pool in a session that does not read the environment per request
     (module notes): ``detach`` hands the pool over without closing it."""
     rest = api.rest_client

@@ -90,6 +90,22 @@ def test_workloads_are_admitted_in_kueue_s_status_shape_and_the_rest_say_why(dae
         ["team-a/w1", "team-a/w2", "team-a/w3"]
 
 
+def test_with_a_config_file_on_a_cluster_queue_status_keeps_to_its_budget(installed: Any, tmp_path: Path) -> None:
+    """``kueued run --config FILE``: the file's status budget is what the publisher spends (a
+    daemon started without --config once read it from nowhere and exited at its first publish)."""
+    cluster = installed
+    config = tmp_path / "kueued.toml"
+    config.write_text("[daemon]\nstatus_writes_per_second = 5\n")
+    _apply(cluster, *_tree("team-g", "cq-g"))
+    daemon = Daemon(cluster, tmp_path / "kueued.log", "--config", str(config)).start()
+    try:
+        _apply(cluster, _unstamped(workload("w", "team-g", "lq", cpu="1")))
+        _wait(cluster, "jsonpath={.status.admittedWorkloads}=1", "clusterqueue/cq-g")
+        _wait(cluster, "jsonpath={.status.admittedWorkloads}=1", "localqueue/lq", namespace="team-g")
+    finally:
+        assert daemon.stop() == 0
+
+
 def test_preemption_evicts_in_two_phases_and_admits_the_preemptor(daemon: Daemon) -> None:
     cluster = daemon.cluster
     _apply(cluster, *_tree("team-b", "cq-b", cpu="2", preemption={"withinClusterQueue": "LowerPriority"}))
