@@ -52,7 +52,8 @@ class ClusterQueueActor(NodeActor):
         self.admitted: dict[str, WorkloadInfo] = {}
         self.evicting: set[str] = set()  # admitted, eviction committed, reservation not yet cleared
         self.active = True
-        self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None] = ([], None)  # last fold-ahead
+        # the last fold-ahead: the parked (with their verdicts), the head, their flags before parking
+        self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None, list[bool]] = ([], None, [])
 
     def sample(self) -> QueueSample:
         """A statistics record for metrics and status (read between rounds)."""
@@ -64,7 +65,10 @@ class ClusterQueueActor(NodeActor):
         awaits it): most messages never wait, and a coroutine per message was measurable.
         Here the messages about the heap; the rest in :meth:`_handle_admitted`."""
         match msg:  # the most frequent first: every head not admitted is requeued, every round nominates
-            case Requeue(workload=wl, reason=reason):
+            case Requeue(workload=wl, reason=reason, preempting=preempting, evicted=evicted):
+                wl.preempting = preempting
+                if evicted:
+                    wl.victims.update(evicted)
                 self.queue.requeue(wl, reason)
                 return wl.key in self.queue.inadmissible
             case Nominate(known=known, limit=limit, requeue_parked=requeue_parked):
@@ -76,11 +80,16 @@ class ClusterQueueActor(NodeActor):
                 if known is None or not self.queue.can_look_ahead():
                     return Nomination(self.queue.pop_head(), report)
                 parked, head = self.queue.pop_known(known, limit)
-                self._ahead = (parked, head)
+                was = [wl.preempting for wl, _ in parked]
+                for wl, _ in parked:  # a verdict answered it: it issues no eviction this round
+                    wl.preempting = False
+                self._ahead = (parked, head, was)
                 return Nomination(head, report, tuple(parked), True)
             case Unpark(keep=keep):
-                parked, head = self._ahead
-                self._ahead = ([], None)
+                parked, head, was = self._ahead
+                self._ahead = ([], None, [])
+                for (wl, _), flag in zip(parked[keep:], was[keep:], strict=True):
+                    wl.preempting = flag  # never parked after all
                 return self.queue.unpark(parked, head, keep)
             case Enqueue(workload=wl):
                 self.queue.push(wl)
@@ -183,6 +192,7 @@ class ClusterQueueActor(NodeActor):
     def _reserved(self, answer: Any, msg: Admit) -> Any:
         if isinstance(answer, Granted):
             wl = msg.workload
+            wl.preempting = False
             wl.admit(self.name, dict(msg.usage), msg.flavors, at=msg.at)
             self._hold(wl)
         return answer

@@ -158,8 +158,15 @@ class Forget(Msg, frozen=True):
 
 
 class Requeue(Msg, frozen=True):
+    """A head the round did not admit, back to its queue by the queue's rules.  The queue, which
+    owns the workload's scheduling state, records what the round settled for it: whether it
+    issued evictions and waits for them (``preempting``), and the victims whose eviction it
+    committed (``evicted``: never evicted by it again)."""
+
     workload: Any
     reason: str
+    preempting: bool = False
+    evicted: frozenset[str] = frozenset()
 
 
 class RequeueParked(Msg, frozen=True):

@@ -125,10 +125,10 @@ class Rounds:
         result = run_cycle(snap, heads, preemptor=self.make_preemptor(snap, self.world, afs=self.afs),
                            namespaces=self.world.namespaces, iterate=self.iterate, verdicts=self.verdicts,
                            fitting=fitting)
-        touched, evicted = await self._evict(result)
+        touched, tried, evicted = await self._evict(result)
         settled, committed = await self._admit(result)
-        parks = self._requeue_rest(result, settled, touched)
-        return parks or parked or committed or evicted
+        parks = self._requeue_rest(result, settled, touched, evicted)
+        return parks or parked or committed or tried
 
     async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
         """Every ClusterQueue is asked at once, then the answers are read in order: one trip
@@ -184,13 +184,14 @@ class Rounds:
                 snap.cluster_queues[name].workloads = {wl.key: wl for wl in workloads}
         return fitting
 
-    async def _evict(self, result: CycleResult) -> tuple[set[str], bool]:
+    async def _evict(self, result: CycleResult) -> tuple[set[str], bool, dict[str, set[str]]]:
         """Commit the cycle's evictions (their first phase) and tell each victim's queue; a victim
         keeps its quota until the port says its reservation is cleared (``released``), which in
         ``simulate`` is at once and on a cluster once the Workload no longer holds its admission
         (a later round's :meth:`_settle_evictions` releases it then).  Returns the ClusterQueues
-        whose victims left (their trees' Cohorts drained of the releases), and whether any
-        eviction was tried (one the API refused is tried again next round)."""
+        whose victims left (their trees' Cohorts drained of the releases), whether any
+        eviction was tried (one the API refused is tried again next round), and each preemptor's
+        victims whose eviction is committed (its queue records them with its requeue)."""
         wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
                   if target.workload.cluster_queue is not None]
         committed = await _commit_all(self.port, [partial(
@@ -198,6 +199,7 @@ class Rounds:
             reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
             for target, by, cq in wanted])
         evicting = []
+        evicted: dict[str, set[str]] = {}  # preemptor -> its victims whose eviction is committed
         for (target, by, cq_name), ok in zip(wanted, committed, strict=True):
             if not ok or cq_name is None:
                 continue
@@ -210,8 +212,9 @@ class Rounds:
             if not await reply.result(self.cluster_queues[cq_name].ask_timeout):
                 continue  # it had left its queue meanwhile
             # the no-flopping rule (cycle._nominate) counts only evictions that happened: one the
-            # API refused is not one, or its preemptor would wait behind that victim forever
-            by.wl.victims.add(key)
+            # API refused is not one, or its preemptor would wait behind that victim forever.  The
+            # preemptor's queue records it, with the preemptor's requeue (_requeue_rest)
+            evicted.setdefault(by.wl.key, set()).add(key)
             self.events.append(("evicted", key, by.wl.key, target.reason))
             log.info("workload_evicted", workload=key, cluster_queue=cq_name,
                      preemptor=by.wl.key, reason=target.reason)
@@ -228,7 +231,7 @@ class Rounds:
         if touched:
             await self.drain_cohorts({n.name for name in touched
                                       for n in self.forest.cluster_queues[name].node.ancestors()})
-        return touched, bool(wanted)  # a refused eviction is retried, as a refused admission is
+        return touched, bool(wanted), evicted  # a refused eviction is retried, as a refused admission is
 
     async def _settle_evictions(self) -> None:
         """Release the victims whose reservation the port has since cleared (an eviction's second
@@ -287,7 +290,8 @@ class Rounds:
             log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
         return settled, bool(granted)
 
-    def _requeue_rest(self, result: CycleResult, settled: set[int], touched: set[str]) -> bool:
+    def _requeue_rest(self, result: CycleResult, settled: set[int], touched: set[str],
+                      evicted: dict[str, set[str]]) -> bool:
         """Every other head goes back by its queue's rules (deferred to the next message to its
         queue); whether one was parked (that changes the next round)."""
         changed = False
@@ -298,7 +302,8 @@ class Rounds:
             actor = self.cluster_queues[e.cq]
             if actor.queue.parks(e.reason):  # static configuration, safe to read
                 changed = True
-            actor.defer(Requeue(e.wl, e.reason))
+            actor.defer(Requeue(e.wl, e.reason, e.status == "preempting",
+                                frozenset(evicted.get(e.wl.key, ()))))
         for name in touched:
             self._requeue_tree(name)
         return changed
@@ -352,9 +357,8 @@ class Rounds:
             if keep is not None and keep < len(n.parked):
                 unparking.append((len(heads), name, self.cluster_queues[name].post(Unpark(keep))))
             kept = n.parked if keep is None else n.parked[:keep]
-            for wl, verdict in kept:
+            for wl, verdict in kept:  # (its queue settled it as no preemptor: ClusterQueueActor)
                 self.reasons[wl.key] = verdict.message
-                wl.preempting = False
             parked_any = parked_any or bool(kept)
             heads.append((n.head, name))
         for i, name, reply in unparking:

@@ -150,8 +150,6 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
     victims: dict[str, WorkloadInfo] = {}
     for e in iterate(nominated, snapshot):
         _process(snapshot, e, victims, preemptor, result)
-    for e in result.entries:  # settle: only a head that issued evictions this cycle keeps waiting
-        e.wl.preempting = e.status == "preempting"
     for e, v in learnt:  # a failure without targets stays pending: processing only adds to its message
         v.message, v.reason = e.message, e.reason
     return result

@@ -105,8 +105,8 @@ class WorkloadInfo:
         self.assigned_flavors: dict[str, dict[str, str]] = {}
         self.reserved_at = 0.0
         self.evictions = 0
-        self.preempting = False  # issued evictions and waits for them (set and settled by the cycle)
-        self.victims: set[str] = set()  # workloads it evicted (committed): never twice (no flopping)
+        self.preempting = False  # issued evictions and waits for them (its queue records the round's outcome)
+        self.victims: set[str] = set()  # workloads it evicted (committed; its queue records them): never twice
         self.shape: bytes | None = None  # kueued.scheduling.verdicts.shape_of, computed on first use
         self.limits_error: str | None = None  # cycle._requests_exceed_limits, computed on first use
         adm = obj.status.admission
