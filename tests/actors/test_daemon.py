@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import yaml
@@ -16,6 +18,21 @@ from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas
 
 def _write(path: Path, docs: list[dict]) -> None:
     path.write_text(yaml.safe_dump_all(docs))
+
+
+def _first_settle(directory: Path, look: Callable[[Any], None]) -> None:
+    """Run the daemon on ``directory`` until its first settled pass, shown to ``look``."""
+    def settled(coord: Any) -> None:
+        look(coord)
+        scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(20) as scope:
+            await run_daemon(directory, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
+
+    scope: anyio.CancelScope
+    anyio.run(main)
 
 
 def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
@@ -63,16 +80,9 @@ def test_daemon_stamps_admissions_with_the_wall_clock(tmp_path: Path) -> None:
     def settled(coord) -> None:
         stamps.append(coord.world.workloads["ns/a"].reserved_at)
         bounds.append(getattr(coord.events, "maxlen", None))
-        scope.cancel()
 
-    async def main() -> None:
-        nonlocal scope
-        with anyio.fail_after(20) as scope:
-            await run_daemon(tmp_path, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
-
-    scope: anyio.CancelScope
     before = time.time()
-    anyio.run(main)
+    _first_settle(tmp_path, settled)
     assert before <= stamps[0] <= time.time()
     assert bounds == [EVENTS_KEPT]  # a long-running daemon keeps only the latest decisions in memory
 
@@ -135,16 +145,7 @@ def test_a_first_load_rebuilds_the_tree_once_and_its_workloads_still_land(tmp_pa
     monkeypatch.setattr(Coordinator, "sync_topology", counted)
     admitted: list[dict[str, str | None]] = []
 
-    def settled(coord) -> None:
-        admitted.append({k: w.cluster_queue for k, w in coord.world.workloads.items()})
-        scope.cancel()
-
-    async def main() -> None:
-        nonlocal scope
-        with anyio.fail_after(20) as scope:
-            await run_daemon(tmp_path, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
-
-    scope: anyio.CancelScope
-    anyio.run(main)
+    _first_settle(tmp_path, lambda coord: admitted.append(
+        {k: w.cluster_queue for k, w in coord.world.workloads.items()}))
     assert admitted[0] == {f"ns/w{i}": f"cq{i}" for i in range(40)}
     assert rebuilds == [0, 40]  # at start (nothing loaded yet), then once for the whole batch
