@@ -57,7 +57,7 @@ import structlog
 
 from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
-from actors.observe import Gauges, observe_counters, observe_pass
+from actors.observe import Gauges, observe_pass
 from actors.reasons import ReasonLog
 from kueued.config import Live
 from kueued.engine.wiring import make_iterate, make_preemptor
@@ -105,7 +105,7 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
 
 
 async def _rounds(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort, reasons: ReasonLog,
-                  until: Callable[[], bool], changed: int, gauges: Gauges | None, source: Source) -> bool:
+                  until: Callable[[], bool], changed: int, gauges: Gauges | None) -> bool:
     """Both coordinators' rounds, for at most an interval (``until``), and what follows them:
     the pending reasons noted, metrics refreshed.  Whether the rounds paused before quiescence."""
     rounds = await coord.run_to_quiescence(until=until)
@@ -116,9 +116,7 @@ async def _rounds(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort
              elastic_rounds=elastic_rounds)
     await reasons.update(coord, port)
     if gauges is not None:
-        observe_counters(gauges.metrics, port, rounds + elastic_rounds)
-        if gauges.due(source):
-            await gauges.observe()
+        await gauges.after_rounds(port, rounds + elastic_rounds)
     return unsettled
 
 
@@ -147,7 +145,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         unsettled = False  # the last rounds stopped at the interval, before quiescence
         wrote_at = clock()  # the last pass that wrote status and pending reasons
         reasons = ReasonLog()
-        gauges = Gauges(metrics, coord, elastic, clock) if metrics is not None else None
+        gauges = Gauges(metrics, coord, elastic, source, clock) if metrics is not None else None
         try:
             while not stop.requested:
                 changed, elastic_changed = await _apply(batch, coord, elastic, port, tg, status)
@@ -162,11 +160,11 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     if elastic_changed:
                         await elastic.sync_world(world)
                     until = partial(_pause, clock, clock() + interval, stop, notifier)
-                    unsettled = await _rounds(coord, elastic, port, reasons, until, changed, gauges, source)
+                    unsettled = await _rounds(coord, elastic, port, reasons, until, changed, gauges)
                     if on_settled is not None and not unsettled:
                         on_settled(coord)
                 elif gauges is not None:
-                    await gauges.catch_up(source)
+                    await gauges.catch_up()
                 if not source.queued() or clock() - wrote_at >= interval:
                     unsettled = await _writes(port, status, coord) or unsettled
                     wrote_at = clock()

@@ -27,25 +27,32 @@ class Gauges:
 
     EVERY = 1.0
 
-    def __init__(self, metrics: Metrics, coord: Coordinator, elastic: ElasticCoordinator,
+    def __init__(self, metrics: Metrics, coord: Coordinator, elastic: ElasticCoordinator, source: Source,
                  clock: Callable[[], float]) -> None:
         self.metrics = metrics
         self.coord = coord
         self.elastic = elastic
+        self.source = source
         self.clock = clock
         self.at = -float("inf")
         self.stale = False
 
-    def due(self, source: Source) -> bool:
-        due = not source.queued() or self.clock() - self.at >= self.EVERY
+    def due(self) -> bool:
+        due = not self.source.queued() or self.clock() - self.at >= self.EVERY
         self.stale = not due
         if due:
             self.at = self.clock()
         return due
 
-    async def catch_up(self, source: Source) -> None:
+    async def after_rounds(self, port: ApiPort, rounds: int) -> None:
+        """After a pass that ran rounds: the counters, and the gauges when due."""
+        observe_counters(self.metrics, port, rounds)
+        if self.due():
+            await self.observe()
+
+    async def catch_up(self) -> None:
         """On a pass without rounds: the refresh a busier pass skipped, once it is due."""
-        if self.stale and self.due(source):
+        if self.stale and self.due():
             await self.observe()
 
     async def observe(self) -> None:

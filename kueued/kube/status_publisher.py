@@ -21,8 +21,8 @@ After each batch the daemon calls :meth:`~TreeStatusPublisher.publish`:
    on average, bursts of ``burst``).  A cluster of a few hundred queues never meets it; under
    a storm of admissions, when every ClusterQueue's and LocalQueue's counts move every round,
    it keeps these writes (which the API server pays for as much as an admission) from
-   crowding out the admissions themselves.  What it holds back is due, and goes first at
-   the next publish, so every object is written in turn and none is starved: each object
+   crowding out the admissions themselves.  The objects unwritten longest go first (never
+   written before all), so every object is written in turn and none is starved: each object
    then shows its status at most ``objects / rate`` seconds late.
 
 A refused write (any :class:`~kueued.kube.errors.ApiError`) is logged once per object
@@ -249,7 +249,8 @@ class TreeStatusPublisher:
         world = coord.world
         if world.terminating:  # Kueue's finalizer off the queues nothing is admitted in any more
             await release_finalizers(self.client, world, self._released)
-        if self.budget.available() < 1:
+        tokens = self.budget.available()
+        if tokens < 1:
             return 0  # nothing could be written now: not even worked out (module notes, 4)
         if coord.rounds != self._rounds:
             snapshot = await coord.assemble()
@@ -268,7 +269,7 @@ class TreeStatusPublisher:
         written_at = self._written_at
         candidates.sort(key=lambda k: written_at.get(k, -math.inf))
         now = self.clock()
-        allowed = min(WRITES_PER_PUBLISH, self.budget.available())
+        allowed = min(WRITES_PER_PUBLISH, tokens)
         writes: list[tuple[str, Desired, dict[str, Any]]] = []
         for i, key in enumerate(candidates):
             if len(writes) >= allowed:  # the rest are looked at next time (module notes, 4)

@@ -30,7 +30,7 @@ class Clock:
 def test_gauges_refresh_at_most_once_a_second_under_a_backlog_and_catch_up_after() -> None:
     source: Any = Backlog()  # the one method Gauges reads of a Source
     clock, refreshed = Clock(), []
-    gauges = Gauges(metrics=Any, coord=Any, elastic=Any, clock=clock)  # type: ignore[arg-type]
+    gauges = Gauges(metrics=Any, coord=Any, elastic=Any, source=source, clock=clock)  # type: ignore[arg-type]
 
     async def observe() -> None:
         refreshed.append(clock.now)
@@ -38,16 +38,16 @@ def test_gauges_refresh_at_most_once_a_second_under_a_backlog_and_catch_up_after
     gauges.observe = observe  # type: ignore[method-assign]
 
     async def passes() -> None:
-        assert gauges.due(source)  # nothing waiting: every pass refreshes
-        assert gauges.due(source)
+        assert gauges.due()  # nothing waiting: every pass refreshes
+        assert gauges.due()
         source.n = 5  # a storm: changes keep arriving
         for _ in range(10):
             clock.now += 0.25
-            if gauges.due(source):
+            if gauges.due():
                 await gauges.observe()
         source.n = 0  # quiet again: the pass without rounds catches the last skip up
-        await gauges.catch_up(source)
-        await gauges.catch_up(source)  # and only once
+        await gauges.catch_up()
+        await gauges.catch_up()  # and only once
 
     anyio.run(passes)
     assert refreshed == [51.0, 52.0, 52.5]  # 10 passes in 2.5 s: two refreshes, then the catch-up
