@@ -1,5 +1,9 @@
 """A ClusterQueue actor: its balance, its heap of pending workloads, its admissions.
 
+It owns the scheduling state of every workload it holds (``WorkloadInfo``): it builds it
+from the spec an ``Enqueue`` or ``Adopt`` brings, changes it, and gives its history back
+when the workload leaves (``Finish``, ``Forget``: :class:`~actors.messages.Left`).
+
 State changes are plain methods on :class:`PendingQueue` and the node balance;
 ``handle`` only matches messages to them.  An :class:`Admit` reserves up the tree and,
 when granted, holds the workload as admitted (the coordinator then commits it through
@@ -22,6 +26,7 @@ from actors.messages import (
     Finish,
     Forget,
     Granted,
+    Left,
     NodeReport,
     Nominate,
     Nomination,
@@ -40,9 +45,9 @@ from actors.messages import (
 from actors.node import NodeActor
 from kueued.metrics import QueueSample
 from kueued.scheduling.queues import PendingQueue
-from kueued.scheduling.workload import WorkloadInfo
+from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec
 
-__all__ = ["ClusterQueueActor"]
+__all__ = ["ClusterQueueActor", "left_of"]
 
 
 class ClusterQueueActor(NodeActor):
@@ -91,14 +96,14 @@ class ClusterQueueActor(NodeActor):
                 for (wl, _), flag in zip(parked[keep:], was[keep:], strict=True):
                     wl.preempting = flag  # never parked after all
                 return self.queue.unpark(parked, head, keep)
-            case Enqueue(workload=wl):
-                self.queue.push(wl)
+            case Enqueue(spec=spec, history=history):
+                self.queue.push(_state(spec, None, history))
                 return None
             case Forget(keys=keys):
-                held = [wl.key for wl in self.queue.pending() if wl.key in keys]
-                for key in held:
-                    self.queue.remove(key)
-                return len(held)
+                held = [wl for wl in self.queue.pending() if wl.key in keys]
+                for wl in held:
+                    self.queue.remove(wl.key)
+                return [(wl.key, left_of(wl)) for wl in held]
             case RequeueParked():
                 return self.queue.requeue_inadmissible()
             case Sample():
@@ -135,19 +140,22 @@ class ClusterQueueActor(NodeActor):
             case Finish(key=key):
                 self.evicting.discard(key)
                 wl = self._unhold(key)
-                if wl is None:
-                    return self.queue.remove(key) is not None
-                self.release(key, wl.usage)
-                return True
-            case Adopt(workload=wl):
-                if wl.key in self.admitted:
+                if wl is not None:
+                    self.release(key, wl.usage)
+                else:
+                    wl = self.queue.remove(key)
+                return None if wl is None else left_of(wl)
+            case Adopt(spec=spec, placement=placement, history=history):
+                if spec.key in self.admitted:
                     return None
+                wl = _state(spec, placement, history)
                 self._hold(wl)
                 return self.reserve(wl.key, wl.usage, force=True)
-            case Replace(workload=wl):
-                if wl.key not in self.admitted:
+            case Replace(spec=spec):
+                held = self.admitted.get(spec.key)
+                if held is None:
                     return False
-                self.admitted[wl.key] = wl  # the same place in the set
+                self.admitted[spec.key] = held.carry(spec, held.placement)  # the same place in the set
                 return True
             case Report():
                 return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
@@ -181,7 +189,7 @@ class ClusterQueueActor(NodeActor):
         return any(usage.get(fr, 0) > nominal.get(fr, 0) for fr in frs)
 
     def _admit(self, msg: Admit) -> Any:
-        answer = self.reserve(msg.workload.key, msg.usage)
+        answer = self.reserve(msg.workload.key, msg.placement.usage)
         if isinstance(answer, Granted | Denied):
             return self._reserved(answer, msg)
         return self._reserving(answer, msg)  # the parent answers later
@@ -193,7 +201,7 @@ class ClusterQueueActor(NodeActor):
         if isinstance(answer, Granted):
             wl = msg.workload
             wl.preempting = False
-            wl.admit(self.name, dict(msg.usage), msg.flavors, at=msg.at)
+            wl.admit(msg.placement)
             self._hold(wl)
         return answer
 
@@ -203,3 +211,15 @@ class ClusterQueueActor(NodeActor):
 
     def _unhold(self, key: str) -> WorkloadInfo | None:
         return self.admitted.pop(key, None)
+
+
+def left_of(wl: WorkloadInfo) -> Left:
+    """What a workload leaving its queue carries on."""
+    return Left(wl.admitted, wl.evictions, frozenset(wl.victims), wl.preempting)
+
+
+def _state(spec: WorkloadSpec, placement: Placement | None, history: Left | None) -> WorkloadInfo:
+    wl = WorkloadInfo(spec, placement)
+    if history is not None:
+        wl.evictions, wl.victims, wl.preempting = history.evictions, set(history.victims), history.preempting
+    return wl

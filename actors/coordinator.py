@@ -5,10 +5,17 @@ flavor or the Configuration changes: actors are started or stopped, each is told
 limits, subtree quota, parent actor and, for a Cohort, its children, and ClusterQueues
 re-charge their admitted usage up the tree), places every workload in the queue it
 routes to (or the queue it is admitted in), and reacts to changes while running (a watch
-event in the daemon, an arrival or a finish on a timeline).  It holds no queue's
-workloads and no balance of its own: each round reads the balances the actors own and
-asks the tree for the candidates a preemptor may take quota from
-(:mod:`actors.rounds`, :mod:`actors.reclaim`).
+event in the daemon, an arrival or a finish on a timeline; a Workload's new version:
+:mod:`actors.versions`).  It holds no queue's workloads and no balance of its own: each
+round reads the balances the actors own and asks the tree for the candidates a preemptor
+may take quota from (:mod:`actors.rounds`, :mod:`actors.reclaim`).
+
+A workload reaches its queue as its immutable spec; the queue builds and owns its
+scheduling state.  The coordinator keeps only an index of where each workload holds quota
+(``World.placed``), written from its queues' replies (an admission committed, an adoption,
+an eviction's second phase, a finish), which the readers outside the queues use (status,
+metrics, reasons, the policies that weigh what a LocalQueue holds); a spec's status
+admission is read once, when a queue first takes that version.
 
 Everything a round starts is an ask it awaits, a tell or deferred tell ahead of the next
 ask to the same actor, or a release climbing ahead of the next level-by-level read, so
@@ -25,7 +32,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from actors.balances import Balances
-from actors.cluster_queue import ClusterQueueActor
+from actors.cluster_queue import ClusterQueueActor, left_of
 from actors.cohort import CohortActor
 from actors.messages import (
     Adopt,
@@ -33,13 +40,14 @@ from actors.messages import (
     Enqueue,
     Finish,
     Forget,
+    Left,
     Recharge,
-    Replace,
     RequeueParked,
 )
 from actors.node import NodeActor, within_quota
 from actors.rounds import FOLD_LIMIT, Rounds
 from actors.runtime import ActorStopped
+from actors.versions import Versions
 from kueued.engine.wiring import PreemptorFactory, forest_of, queue_order_hook
 from kueued.kube.port import ApiPort, Recorder
 from kueued.scheduling.cycle import Iterate, classical_order
@@ -47,7 +55,7 @@ from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, CohortSnapshot, Snapshot
 from kueued.scheduling.verdicts import Verdicts
-from kueued.scheduling.workload import WorkloadInfo
+from kueued.scheduling.workload import WorkloadSpec
 from kueued.world import Change, World
 
 __all__ = ["Coordinator", "FOLD_LIMIT"]
@@ -55,7 +63,7 @@ __all__ = ["Coordinator", "FOLD_LIMIT"]
 log = structlog.get_logger("kueued.coordinator")
 
 
-class Coordinator(Rounds, Balances):
+class Coordinator(Rounds, Versions, Balances):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
                  iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
@@ -88,6 +96,9 @@ class Coordinator(Rounds, Balances):
         self.recorder: Recorder | None = None  # Events about decisions (the daemon sets it on a cluster)
         self._tg: TaskGroup | None = None  # where the actors run (the last sync_topology's)
         self.held: set[Change] | None = None  # topology and routing changes a batch holds back (release_held)
+        self._taken: set[str] = set()  # workloads whose current version a queue has taken (status read once)
+        self.evicted: dict[str, int] = {}  # workload -> evictions completed (for reports; its queue keeps its own)
+        self._left: dict[str, Left] = {}  # pending workloads taken out of their queue, until placed again
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -117,9 +128,12 @@ class Coordinator(Rounds, Balances):
                 actor_c = CohortActor(name)
                 await tg.start(actor_c.run)
                 self.cohorts[name] = actor_c
-        for table, live in ((self.cluster_queues, self.forest.cluster_queues), (self.cohorts, self.forest.cohorts)):
-            for name in [n for n in table if n not in live]:
-                table.pop(name).stop()  # type: ignore[attr-defined]
+        for name in [n for n in self.cluster_queues if n not in self.forest.cluster_queues]:
+            gone = self.cluster_queues.pop(name)  # drained above: its pending go elsewhere, with their history
+            self._left.update((wl.key, left_of(wl)) for wl in gone.queue.pending())
+            gone.stop()
+        for name in [n for n in self.cohorts if n not in self.forest.cohorts]:
+            self.cohorts.pop(name).stop()
         items: list[ClusterQueueSnapshot | CohortSnapshot] = [*self.forest.cluster_queues.values(),
                                                               *self.forest.cohorts.values()]
         for item in items:
@@ -154,29 +168,41 @@ class Coordinator(Rounds, Balances):
             if actor.deferring:
                 await actor.drain()  # a deferred requeue must be back in its queue, read below
         queued = {wl.key for a in self.cluster_queues.values() for wl in a.queue.pending()}
-        for wl in self.world.workloads.values():
-            if wl.admitted or wl.key not in queued:
-                await self._place(wl)
+        placed = self.world.placed
+        for spec in self.world.workloads.values():
+            if spec.key in placed or spec.key not in queued:
+                await self._place(spec)
+        # what is left is of workloads routed nowhere now (they keep it), or gone meanwhile
+        self._left = {key: left for key, left in self._left.items() if key in self.world.workloads}
 
-    async def _place(self, wl: WorkloadInfo) -> None:
-        """One workload into the running system: adopted by the queue it is admitted in, else
-        queued where its LocalQueue routes (or noted as unrouted, with why)."""
-        self.unrouted.pop(wl.key, None)
-        if wl.admitted:
-            actor = self.cluster_queues.get(wl.cluster_queue or "")
-            if actor is not None:
-                await actor.ask(Adopt(wl))
-                self._changed(wl.cluster_queue)
+    async def _place(self, spec: WorkloadSpec, history: Left | None = None) -> None:
+        """One workload into the running system: adopted by the queue it holds quota in (the
+        index's placement, or for a version no queue has taken yet the one its status carries),
+        else queued where its LocalQueue routes (or noted as unrouted, with why).  ``history``:
+        what an earlier version's queue gave back, carried on to this one."""
+        key = spec.key
+        self.unrouted.pop(key, None)
+        if history is not None:
+            self._left[key] = history  # until a queue takes it
+        placement = self.world.placed.get(key) or (spec.observed if key not in self._taken else None)
+        cq, why = (placement.cluster_queue, "") if placement is not None else self.world.route(spec)
+        actor = self.cluster_queues.get(cq or "")
+        if actor is None:
+            if placement is None:
+                self.unrouted[key] = why or f"ClusterQueue {cq} doesn't exist"
             return
-        cq, why = self.world.route(wl)
-        if cq is None or cq not in self.cluster_queues:
-            self.unrouted[wl.key] = why or f"ClusterQueue {cq} doesn't exist"
+        history = self._left.pop(key, None)
+        self._taken.add(key)
+        self._idle.pop(actor.name, None)
+        if placement is not None:
+            self.world.placed[key] = placement
+            await actor.ask(Adopt(spec, placement, history))
+            self._changed(actor.name)
             return
-        self._idle.pop(cq, None)
-        await self.cluster_queues[cq].ask(Enqueue(wl))
-        snap_cq = self.forest.cluster_queues[cq]
+        await actor.ask(Enqueue(spec, history))
+        snap_cq = self.forest.cluster_queues[actor.name]
         if not snap_cq.active:
-            self.reasons[wl.key] = snap_cq.inactive_reason
+            self.reasons[key] = snap_cq.inactive_reason
 
     # --- changes while running ---------------------------------------------------------------
     async def apply(self, manifest: dict, tg: TaskGroup) -> Change:
@@ -194,7 +220,7 @@ class Coordinator(Rounds, Balances):
         await self._react(change, key, old, tg)
         return change
 
-    async def _react(self, change: Change, key: str, old: WorkloadInfo | None, tg: TaskGroup, *,
+    async def _react(self, change: Change, key: str, old: WorkloadSpec | None, tg: TaskGroup, *,
                      status_kept: bool = False) -> None:
         """``status_kept``: the new version comes with a status (a cluster's Workload; a file's
         manifest has none, unless it describes a workload admitted beforehand)."""
@@ -205,30 +231,7 @@ class Coordinator(Rounds, Balances):
         elif change is Change.ROUTING:
             await self._reroute_pending()
         elif change is Change.WORKLOAD:
-            wl = self.world.workloads.get(key)
-            if old is not None and wl is not None and not old.admitted and wl.admitted and _evicted(wl):
-                # The echo of an eviction's first phase that kueued has already taken to its end
-                # (the reservation cleared, the quota given back): the quota is not held again.
-                wl.release()
-            elif (old is not None and wl is not None and old.admitted and key in self._evicting
-                  and wl.admitted and _evicted(wl) and old.cluster_queue in self.cluster_queues):
-                # The echo of an eviction's first phase while its second is still to land: the queue
-                # keeps holding the victim, with the quota it reserved, until Released (never a
-                # release and a re-adoption, which would leave it admitted once the second lands).
-                wl.admit(old.cluster_queue, dict(old.usage), old.assigned_flavors, at=old.reserved_at)
-                if await self.cluster_queues[old.cluster_queue].ask(Replace(wl)):
-                    return
-            if (old is not None and wl is not None and not (status_kept and not wl.admitted)
-                    and await self._carry_admission(old, wl)):
-                return
-            # only this workload moves: its old version out, its new one (if any) in
-            if old is not None:
-                await self._drop(old)
-            if wl is not None:
-                await self._place(wl)
-            else:  # deleted (or finished): nothing is kept for it, however long the daemon runs
-                self.unrouted.pop(key, None)
-                self.reasons.pop(key, None)
+            await self._new_version(key, old, self.world.workloads.get(key), status_kept)
 
     async def release_held(self, tg: TaskGroup) -> None:
         """Once for a batch (``held`` set before it): the tree rebuilt or the pending re-routed (each
@@ -239,97 +242,57 @@ class Coordinator(Rounds, Balances):
         elif held:
             await self._reroute_pending()
 
-    async def _carry_admission(self, old: WorkloadInfo, new: WorkloadInfo) -> bool:
-        """Keep an admission across an edit that asks for nothing new, as Kueue does.
-
-        The new version must have the same pod sets and LocalQueue and still route to the
-        same ClusterQueue: a label, an annotation or a priority may change.  The manifest
-        source carries no status, so without this any edit released the quota and queued
-        the workload again (a version that comes with a status and no admission is never
-        carried: its reservation was cleared, by an eviction's second phase or by hand).  The
-        queue then holds the new version in the old one's place.
-        On a cluster the new version is usually the echo of kueued's own status write: it
-        holds the same reservation, which is kept as it stands.
-        """
-        cq = old.cluster_queue
-        if (not old.admitted or cq not in self.cluster_queues
-                or new.queue_name != old.queue_name or new.obj.spec.pod_sets != old.obj.spec.pod_sets):
-            return False
-        if new.admitted:  # the API server's echo of the admission kueued wrote: the same reservation
-            if new.cluster_queue != cq or new.usage != old.usage:
-                return False
-        elif self.world.route(new)[0] != cq:
-            return False
-        else:
-            new.admit(cq, dict(old.usage), old.assigned_flavors, at=old.reserved_at)  # type: ignore[arg-type]
-        if not await self.cluster_queues[cq].ask(Replace(new)):  # type: ignore[index]
-            new.release()
-            return False
-        self._changed(cq)  # its priority may differ: what preemption would find has changed
-        return True
-
-    async def _drop(self, wl: WorkloadInfo) -> None:
-        """Take a workload's old version out of its queue or, if admitted, release its quota.
-
-        Only the queue that holds it is asked: the one it is admitted in, or the one its
-        LocalQueue routes to (a routing change re-routes every pending workload at once,
-        so that is where it waits).  A workload that routes nowhere is asked of every queue.
-        """
-        self._idle.clear()
-        self._evicting.pop(wl.key, None)
-        name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
-        holders = [name] if name in self.cluster_queues else list(self.cluster_queues)
-        for name in holders:
-            if await self.cluster_queues[name].ask(Finish(wl.key)) and wl.admitted:
-                self._changed(name)
-                self._requeue_tree(name)
-
     async def _reroute_pending(self) -> None:
         self._idle.clear()
         self.verdicts.forget(self.forest, self.world.settings)  # namespaces or LocalQueues changed
-        pending = frozenset(key for key, wl in self.world.workloads.items() if not wl.admitted)
+        pending = frozenset(key for key in self.world.workloads if key not in self.world.placed)
         for actor in self.cluster_queues.values():  # one message a queue, not one a workload
-            await actor.ask(Forget(pending))
+            self._left.update(await actor.ask(Forget(pending)))
         await self.route_all()
 
     # --- a timeline's hooks (kueued.timeline): route_all and _drop for one workload ----------
     async def arrive(self, key: str) -> None:
         """A workload new to the World (already applied) joins its ClusterQueue actor."""
-        wl = self.world.workloads[key]
-        cq, why = self.world.route(wl)
+        spec = self.world.workloads[key]
+        cq, why = self.world.route(spec)
         if cq is None or cq not in self.cluster_queues:
             self.unrouted[key] = why or f"ClusterQueue {cq} doesn't exist"
             return
         self._idle.pop(cq, None)
+        self._taken.add(key)
         # rides on the next message to the queue (its next Nominate, a Finish, a drain):
         # handled where a tell would be, without waking the queue once per arrival
-        self.cluster_queues[cq].defer(Enqueue(wl))
+        self.cluster_queues[cq].defer(Enqueue(spec))
 
     async def finish(self, key: str) -> None:
         """A workload finished: it leaves the World, its actor releases the quota, and the
         parked workloads of its tree are requeued (Kueue's reaction to a Finished workload)."""
-        wl = self.world.workloads.pop(key, None)
+        spec = self.world.workloads.pop(key, None)
+        placed = self.world.placed.pop(key, None)
         self._evicting.pop(key, None)
+        self._taken.discard(key)
+        self.evicted.pop(key, None)
+        self._left.pop(key, None)
         self.world.raw.pop(f"Workload/{key}", None)
         self.reasons.pop(key, None)
-        if wl is None:
+        if spec is None:
             return
-        name = wl.cluster_queue if wl.admitted else self.world.route(wl)[0]
+        name = placed.cluster_queue if placed is not None else self.world.route(spec)[0]
         actor = self.cluster_queues.get(name or "")
-        if actor is not None:
+        if name is not None and actor is not None:
             # answered before the next round reads a balance (_settle_finishes): the
             # finishes of one instant release their quota concurrently
-            self._idle.pop(name, None)  # type: ignore[arg-type]
-            self._finishing.append((name, wl.admitted, actor.post(Finish(key))))  # type: ignore[arg-type]
+            self._idle.pop(name, None)
+            self._finishing.append((name, placed is not None, actor.post(Finish(key))))
 
     async def _settle_finishes(self) -> None:
         finishing, self._finishing = self._finishing, []
         for name, admitted, reply in finishing:
             try:
-                released = await reply.result(ClusterQueueActor.ask_timeout)
+                left = await reply.result(ClusterQueueActor.ask_timeout)
             except ActorStopped:  # its ClusterQueue was deleted meanwhile: nothing is left to release
                 continue
-            if released and admitted and name in self.forest.cluster_queues:
+            if left is not None and admitted and name in self.forest.cluster_queues:
                 self._changed(name)
                 self._requeue_tree(name)
 
@@ -384,11 +347,6 @@ class Coordinator(Rounds, Balances):
     def stop(self) -> None:
         for a in [*self.cluster_queues.values(), *self.cohorts.values()]:
             a.stop()
-
-
-def _evicted(wl: WorkloadInfo) -> bool:
-    """Whether the Workload's status says it was evicted (Kueue's ``Evicted`` condition, True)."""
-    return any(c.type == "Evicted" and c.status == "True" for c in wl.obj.status.conditions)
 
 
 def _workload_key(manifest: dict) -> str:

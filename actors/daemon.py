@@ -281,7 +281,7 @@ def _resume_evictions(world: World, port: ApiPort) -> None:
     """A Workload found evicted but still holding its reservation (a restart between the two
     phases of an eviction): its second phase is written with the next round's commits."""
     for key, wl in world.workloads.items():
-        if wl.admitted:
+        if wl.observed is not None:
             evicted = next((c for c in wl.obj.status.conditions if c.type == "Evicted" and c.status == "True"), None)
             if evicted is not None:
                 port.resume_eviction(key, evicted.message)
@@ -303,7 +303,7 @@ def _pause(clock: Callable[[], float], at: float, stop: _Stop, notifier: Notifie
 
 def _status_line(world: World, health: Health) -> str:
     """systemd's STATUS: who commits, and how much is waiting and admitted."""
-    admitted = sum(1 for wl in world.workloads.values() if wl.admitted)
+    admitted = sum(1 for key in world.workloads if key in world.placed)
     return (f"{'leader' if health.leader else 'follower'}: {len(world.cluster_queues)} cluster queues, "
             f"{len(world.workloads) - admitted} pending, {admitted} admitted")
 

@@ -1,8 +1,11 @@
 """Messages between the coordinator, ClusterQueue actors and Cohort actors.
 
 Frozen, tagged msgspec Structs, dispatched with ``match``.  Amounts are per
-(flavor, resource) in exact milli-units.  Workloads travel by reference (the
-scheduler's ``WorkloadInfo``), never copied.
+(flavor, resource) in exact milli-units.  A workload reaches its queue as its immutable
+spec (``WorkloadSpec``, with the history a new version carries over); the queue builds and
+owns its scheduling state (``WorkloadInfo``), which travels by reference only where the
+queue lends it to a round (a nominated head, an admission, a requeue) or shows it to a
+reclaim query, never copied.
 
 Up the tree:   Reserve (a borrow request: reserve these amounts or deny), Release; each
                names the child it comes from, so a Cohort knows what each child holds of it.
@@ -141,18 +144,23 @@ class Unpark(Msg, frozen=True):
 
 
 class Enqueue(Msg, frozen=True):
-    workload: Any
+    """Queue a workload (its spec); ``history``: what it carries from the queue it left (:class:`Left`)."""
+
+    spec: Any
+    history: Left | None = None
 
 
 class Replace(Msg, frozen=True):
-    """An admitted workload's new version, which keeps the admission: hold it in the old one's place."""
+    """An admitted workload's new version (its spec), which keeps the admission: the queue holds
+    it in the old one's place, with the old one's placement and history."""
 
-    workload: Any
+    spec: Any
 
 
 class Forget(Msg, frozen=True):
     """Take these workloads out of the queue, wherever they wait (a routing change sends
-    every queue the whole pending set at once; each drops only what it holds)."""
+    every queue the whole pending set at once; each drops only what it holds).  Answered
+    with (key, :class:`Left`) for each it held: their history goes with them."""
 
     keys: frozenset[str]
 
@@ -179,12 +187,12 @@ class Sample(Msg, frozen=True):
 
 
 class Admit(Msg, frozen=True):
-    """Reserve up the tree for this workload; on a grant, hold it as admitted."""
+    """Reserve up the tree for this workload (lent by its queue for the round); on a grant, hold
+    it as admitted with this ``placement`` (a ``Placement``: the coordinator indexes the same one
+    once the admission is committed)."""
 
     workload: Any
-    usage: FRAmounts
-    flavors: Any
-    at: float
+    placement: Any
 
 
 class Revert(Msg, frozen=True):
@@ -207,13 +215,27 @@ class Released(Msg, frozen=True):
 
 
 class Finish(Msg, frozen=True):
-    """The workload finished or was deleted: release its quota, do not requeue it."""
+    """The workload finished or was deleted (or a new version replaces it): release its quota, do
+    not requeue it.  Answered with :class:`Left`, or None when the queue does not hold it."""
 
     key: str
+
+
+class Left(Msg, frozen=True):
+    """A workload has left its queue: whether it held quota there, and the state it carries on
+    to the next queue entry (a new version, a queue it is routed to again): how often it was
+    evicted, whom it evicted, whether it waits for those evictions."""
+
+    admitted: bool
+    evictions: int = 0
+    victims: frozenset[str] = frozenset()
+    preempting: bool = False
 
 
 class Adopt(Msg, frozen=True):
     """Hold a workload that is already admitted (a restart, an update): charge its usage as is."""
 
-    workload: Any
+    spec: Any
+    placement: Any
+    history: Left | None = None
 

@@ -44,8 +44,8 @@ class ReasonLog:
         world = coord.world
         changed: list[tuple[str, str]] = []
         pending: dict[str, str] = {}
-        for key, wl in world.workloads.items():
-            if wl.admitted:
+        for key in world.workloads:
+            if key in world.placed:
                 continue
             why = coord.unrouted.get(key) or coord.reasons.get(key) or STRICT_FIFO_WAIT
             pending[key] = why

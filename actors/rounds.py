@@ -34,14 +34,14 @@ would repeat it: that is quiescence.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import structlog
 
 from actors.cluster_queue import ClusterQueueActor
+from actors.commits import commit_all
 from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim, Released, Requeue, Revert, Unpark
 from actors.reclaim import ask_all, query_for
 from kueued.kube.port import ApiPort
@@ -49,7 +49,7 @@ from kueued.scheduling.cycle import CycleResult, run_cycle
 from kueued.scheduling.flavors import Assignment
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import Snapshot
-from kueued.scheduling.workload import WorkloadInfo
+from kueued.scheduling.workload import Placement, WorkloadInfo
 
 if TYPE_CHECKING:
     from collections import deque
@@ -63,15 +63,10 @@ if TYPE_CHECKING:
     from kueued.scheduling.verdicts import Verdicts
     from kueued.world import World
 
-__all__ = ["Rounds", "FOLD_LIMIT", "COMMITS_IN_FLIGHT"]
+__all__ = ["Rounds", "FOLD_LIMIT"]
 
 FOLD_LIMIT = 256
 """Heads a ClusterQueue may park ahead in one round when folding dead rounds."""
-
-COMMITS_IN_FLIGHT = 64
-"""Commits one round sends to the API at once: enough to hide round trips (with 32, admissions
-waited 4 s on average on Kueue's large-scale config through the API server; with 64, about 2 s),
-few enough not to flood the API server's inflight limits (commit p99 0.6 s there)."""
 
 log = structlog.get_logger("kueued.coordinator")
 
@@ -98,6 +93,7 @@ class Rounds:
         _idle: dict[str, dict]
         _fold_limit: dict[str, int]
         _evicting: dict[str, str]
+        evicted: dict[str, int]
 
         async def _settle_finishes(self) -> None: ...
         async def reap_terminated(self) -> None: ...
@@ -194,7 +190,7 @@ class Rounds:
         victims whose eviction is committed (its queue records them with its requeue)."""
         wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
                   if target.workload.cluster_queue is not None]
-        committed = await _commit_all(self.port, [partial(
+        committed = await commit_all(self.port, [partial(
             self.port.evict, target.workload.key, cluster_queue=cq,
             reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
             for target, by, cq in wanted])
@@ -219,12 +215,13 @@ class Rounds:
             log.info("workload_evicted", workload=key, cluster_queue=cq_name,
                      preemptor=by.wl.key, reason=target.reason)
             if self.port.released(key):
-                releasing.append((cq_name, self.cluster_queues[cq_name].post(Released(key))))
+                releasing.append((key, cq_name, self.cluster_queues[cq_name].post(Released(key))))
             else:
                 self._evicting[key] = cq_name  # quota held until the reservation is cleared
         touched: set[str] = set()
-        for cq_name, reply in releasing:
+        for key, cq_name, reply in releasing:
             if await reply.result(self.cluster_queues[cq_name].ask_timeout):
+                self._released(key)
                 self._changed(cq_name)
                 touched.add(cq_name)
         # every release has climbed the victims' trees before a borrow request could miss one
@@ -242,6 +239,7 @@ class Rounds:
             del self._evicting[key]
             actor = self.cluster_queues.get(cq_name)
             if actor is not None and await actor.ask(Released(key)):
+                self._released(key)
                 self._idle.pop(cq_name, None)
                 self._changed(cq_name)
                 self._requeue_tree(cq_name)
@@ -259,11 +257,10 @@ class Rounds:
         reserving = []
         for e in result.admitted:
             assert e.assignment is not None
-            flavors = e.assignment.flavors()  # the queue keeps it on the workload, the port is told it
-            reserving.append((e, flavors, self.cluster_queues[e.cq].post(
-                Admit(e.wl, dict(e.assignment.usage), flavors, now))))
+            placement = Placement(e.cq, dict(e.assignment.usage), e.assignment.flavors(), now)
+            reserving.append((e, placement, self.cluster_queues[e.cq].post(Admit(e.wl, placement))))
         granted = []
-        for e, flavors, reply in reserving:
+        for e, placement, reply in reserving:
             answer = await reply.result(self.cluster_queues[e.cq].ask_timeout)
             self._changed(e.cq)
             if isinstance(answer, Denied):
@@ -271,20 +268,20 @@ class Rounds:
                 e.message = (f"{answer.node}: {answer.fr[1]} in flavor {answer.fr[0]} would reach "
                              f"{answer.used} + request, above {answer.allowed}")
                 continue
-            granted.append((e, flavors))
+            granted.append((e, placement))
         admit = self.port.admit
-        committed = await _commit_all(self.port, [
-            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=flavors,
-                    usage=e.assignment.usage)  # type: ignore[union-attr]
-            for e, flavors in granted])
+        committed = await commit_all(self.port, [
+            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=placement.flavors, usage=placement.usage)
+            for e, placement in granted])
         settled: set[int] = set()
-        for (e, _), ok in zip(granted, committed, strict=True):
+        for (e, placement), ok in zip(granted, committed, strict=True):
             settled.add(id(e))
             if not ok:
                 await self.cluster_queues[e.cq].ask(Revert(e.wl.key))  # back in its queue
                 self.reasons[e.wl.key] = "the API server refused the admission; retrying"
                 continue
             self.reasons.pop(e.wl.key, None)
+            self.world.placed[e.wl.key] = placement  # the one its queue holds
             self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed
             self._record_admission(e.wl, e.cq, now)
             log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
@@ -307,6 +304,11 @@ class Rounds:
         for name in touched:
             self._requeue_tree(name)
         return changed
+
+    def _released(self, key: str) -> None:
+        """An eviction's second phase landed: the victim holds no quota, and it counts as evicted."""
+        self.world.placed.pop(key, None)
+        self.evicted[key] = self.evicted.get(key, 0) + 1
 
     def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None:
         """Kueue's QuotaReserved and Admitted Events, once the admission is committed (fire and forget)."""
@@ -375,24 +377,3 @@ class Rounds:
             if rounds == 0 and not self.verdicts.dead(heads_of.get(root, ()), cqs):
                 rounds = -1
             self._fold_limit[root] = 0 if rounds < 0 else min(FOLD_LIMIT, 4 * rounds + 8)
-
-
-async def _commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]]) -> list[bool]:
-    """Run the round's commits concurrently, at most COMMITS_IN_FLIGHT at a time; results in order.
-
-    A port that answers without waiting (``instant``, the in-memory one) gains nothing from
-    tasks: its commits run one after another, in exactly the order the round decided them.
-    """
-    if len(calls) <= 1 or getattr(port, "instant", False):
-        return [await call() for call in calls]
-    results = [False] * len(calls)
-    limiter = anyio.CapacityLimiter(COMMITS_IN_FLIGHT)
-
-    async def one(i: int) -> None:
-        async with limiter:
-            results[i] = await calls[i]()
-
-    async with anyio.create_task_group() as tg:
-        for i in range(len(calls)):
-            tg.start_soon(one, i)
-    return results

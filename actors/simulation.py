@@ -105,7 +105,7 @@ async def _run(kueue: Coordinator, elastic: ElasticCoordinator | None,
 
 def _report(world: World, coord: Coordinator, outcome: ElasticOutcome | None) -> Report:
     report = report_from(world, reasons=coord.reasons, unrouted=coord.unrouted, events=list(coord.events),
-                         cycles=coord.rounds, snapshot=coord.final)
+                         cycles=coord.rounds, snapshot=coord.final, evicted=coord.evicted)
     if outcome is not None:
         merge_outcome(report, outcome)
     return report

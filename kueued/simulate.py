@@ -18,7 +18,7 @@ its share there.  Shares are per mille.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -91,12 +91,16 @@ def merge_outcome(report: Report, outcome: Any) -> None:
 
 
 def report_from(world: World, *, reasons: dict[str, str], unrouted: dict[str, str],
-                events: list[tuple[str, str, str, str]], cycles: int, snapshot: Snapshot | None = None) -> Report:
-    """The outcome of a run; with the final ``snapshot``, quota reasons name the blocking node."""
+                events: list[tuple[str, str, str, str]], cycles: int, snapshot: Snapshot | None = None,
+                evicted: Mapping[str, int] | None = None) -> Report:
+    """The outcome of a run; with the final ``snapshot``, quota reasons name the blocking node;
+    ``evicted``: how many times each workload was evicted."""
     workloads: dict[str, WorkloadReport] = {}
+    evicted = evicted or {}
     for key, wl in sorted(world.workloads.items()):
-        if wl.admitted:
-            workloads[key] = WorkloadReport("admitted", wl.cluster_queue, wl.assigned_flavors, wl.evictions)
+        placed = world.placed.get(key)
+        if placed is not None:
+            workloads[key] = WorkloadReport("admitted", placed.cluster_queue, placed.flavors, evicted.get(key, 0))
             continue
         why = unrouted.get(key) or reasons.get(key) or STRICT_FIFO_WAIT
         if snapshot is not None and key not in unrouted and "quota" in why:
@@ -105,7 +109,7 @@ def report_from(world: World, *, reasons: dict[str, str], unrouted: dict[str, st
             detail = explain(cq, wl) if cq is not None else ""
             if detail:
                 why = f"{why} ({detail})"
-        workloads[key] = WorkloadReport("pending", preemptions=wl.evictions, reason=why)
+        workloads[key] = WorkloadReport("pending", preemptions=evicted.get(key, 0), reason=why)
     for key in world.rejected:
         if key.startswith("Workload/") and key.split("/", 1)[1] not in workloads:
             workloads[key.split("/", 1)[1]] = WorkloadReport("pending", reason="rejected: " + world.rejected[key])

@@ -24,7 +24,7 @@ from kueued.model.quantity import QuantityError, parse
 from kueued.model.settings import Settings
 from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
-from kueued.scheduling.workload import WorkloadInfo
+from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, spec_of
 
 __all__ = ["World", "Change", "Settings"]
 
@@ -157,7 +157,10 @@ class World:
         self.local_queues: dict[str, api.LocalQueue] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self.priority_classes: dict[str, int] = {}
-        self.workloads: dict[str, WorkloadInfo] = {}
+        self.workloads: dict[str, WorkloadSpec] = {}  # the current version of each, immutable
+        # Where each workload holds quota now: the scheduler's index of its queues' replies, written
+        # by the coordinator alone (a Workload's status says where it was admitted: ``spec.observed``)
+        self.placed: dict[str, Placement] = {}
         self.terminating: set[str] = set()  # ClusterQueues deleted while workloads are admitted in them
         self.elastic_quotas: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -246,9 +249,14 @@ class World:
         return Change.NONE, key
 
     # --- ClusterQueues deleted while in use ------------------------------------------------------
+    def take_observed(self) -> None:
+        """For a World no scheduler runs on (a read of a cluster): each Workload holds quota where
+        its status says it was admitted."""
+        self.placed = {key: spec.observed for key, spec in self.workloads.items() if spec.observed is not None}
+
     def holds_admitted(self, cluster_queue: str) -> bool:
         return cluster_queue in self.cluster_queues and any(
-            wl.cluster_queue == cluster_queue for wl in self.workloads.values())
+            p.cluster_queue == cluster_queue for p in self.placed.values())
 
     def _terminate(self, name: str, key: str, manifest: dict[str, Any]) -> Change:
         """A ClusterQueue deleted while workloads are admitted in it stays, terminating, as Kueue's
@@ -343,12 +351,8 @@ class World:
             if _finished(obj):  # Kueue's Finished condition: its quota is free, it never queues again
                 self.workloads.pop(f"{obj.metadata.namespace}/{name}", None)
                 return Change.WORKLOAD
-            wl = WorkloadInfo(obj, priority=self.priority_of(obj))
-            prev = self.workloads.get(wl.key)
-            if prev is not None:
-                wl.evictions = prev.evictions
-                wl.victims = prev.victims
-            self.workloads[wl.key] = wl
+            spec = spec_of(obj, priority=self.priority_of(obj))
+            self.workloads[spec.key] = spec
             return Change.WORKLOAD
         return Change.NONE
 
@@ -373,7 +377,7 @@ class World:
             return self.priority_classes[ref.name]
         return 0
 
-    def route(self, wl: WorkloadInfo) -> tuple[str | None, str]:
+    def route(self, wl: WorkloadSpec | WorkloadInfo) -> tuple[str | None, str]:
         """The ClusterQueue a pending workload queues in, or why it has none."""
         labels = wl.obj.metadata.labels
         if self.elastic_quotas and (not wl.queue_name or labels.get("quota.scheduling.koordinator.sh/name")

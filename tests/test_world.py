@@ -173,4 +173,5 @@ def test_a_late_echo_older_than_the_version_held_is_ignored() -> None:
     late["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [
         {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}]}}
     assert world.apply(late)[0] is Change.NONE
-    assert not world.workloads["ns/w"].admitted and world.raw["Workload/ns/w"]["metadata"]["resourceVersion"] == "20"
+    assert world.workloads["ns/w"].observed is None
+    assert world.raw["Workload/ns/w"]["metadata"]["resourceVersion"] == "20"

@@ -252,27 +252,48 @@ class TreeStatusPublisher:
         tokens = self.budget.available()
         if tokens < 1:
             return 0  # nothing could be written now: not even worked out (module notes, 4)
+        candidates = await self._candidates(coord)
+        writes = self._writes(candidates, world, min(WRITES_PER_PUBLISH, tokens))
+        if not writes:
+            return 0
+        self.budget.spend(len(writes))
+        done = [0]
+        limiter = anyio.CapacityLimiter(self.concurrency)
+
+        async def write(key: str, desired: Desired, status: dict[str, Any]) -> None:
+            async with limiter:
+                if await self._write(key, desired, status, world):
+                    done[0] += 1
+        async with anyio.create_task_group() as tg:
+            for item in writes:
+                tg.start_soon(write, *item)
+        return done[0]
+
+    async def _candidates(self, coord: Coordinated) -> list[str]:
+        """The objects to look at, the longest unwritten first (never written before all): every
+        object gets its turn.  After a round, every object; else those a budget put off."""
         if coord.rounds != self._rounds:
             snapshot = await coord.assemble()
             consumed, at = self._consumed(coord)
-            self._desired = tree_status(world, snapshot, consumed=consumed, consumed_at=at)
+            self._desired = tree_status(coord.world, snapshot, consumed=consumed, consumed_at=at)
             self._rounds = coord.rounds
             for key in [k for k in (*self._last, *self._gone) if k not in self._desired and k not in self._accepted]:
                 self._drop(key)
                 self._gone.pop(key, None)
             candidates = [*self._desired, *(k for k in self._accepted if k not in self._desired)]
-        elif self._due:
-            candidates = list(self._due)
         else:
-            return 0
-        # the longest unwritten first (never written before all): every object gets its turn
+            candidates = list(self._due)
         written_at = self._written_at
         candidates.sort(key=lambda k: written_at.get(k, -math.inf))
+        return candidates
+
+    def _writes(self, candidates: list[str], world: World, allowed: int) -> list[tuple[str, Desired, dict[str, Any]]]:
+        """Up to ``allowed`` writes, in the candidates' order; the rest are looked at next time
+        (module notes, 4)."""
         now = self.clock()
-        allowed = min(WRITES_PER_PUBLISH, tokens)
         writes: list[tuple[str, Desired, dict[str, Any]]] = []
         for i, key in enumerate(candidates):
-            if len(writes) >= allowed:  # the rest are looked at next time (module notes, 4)
+            if len(writes) >= allowed:
                 rest = candidates[i:]
                 self._due.update(rest)
                 self.counts["over_budget"] += len(rest)
@@ -296,20 +317,7 @@ class TreeStatusPublisher:
                 self.counts["deferred"] += 1
                 continue
             writes.append((key, desired, status))
-        if not writes:
-            return 0
-        self.budget.spend(len(writes))
-        done = [0]
-        limiter = anyio.CapacityLimiter(self.concurrency)
-
-        async def write(key: str, desired: Desired, status: dict[str, Any]) -> None:
-            async with limiter:
-                if await self._write(key, desired, status, world):
-                    done[0] += 1
-        async with anyio.create_task_group() as tg:
-            for item in writes:
-                tg.start_soon(write, *item)
-        return done[0]
+        return writes
 
     def _status(self, key: str, desired: Desired, world: World) -> dict[str, Any] | None:
         """The status to write for ``key``, or None when the object already says it."""

@@ -86,7 +86,7 @@ def tree_status(world: World, snapshot: Snapshot, *, consumed: ConsumedUsage | N
     cq_pending: dict[str, int] = {}
     lq_pending: dict[str, int] = {}
     for wl in world.workloads.values():
-        if wl.admitted:
+        if wl.key in world.placed:
             continue
         routed, why = world.route(wl)
         if why == "elastic":

@@ -76,4 +76,5 @@ def world_of(manifests: list[dict[str, Any]]) -> World:
     world = World()
     for m in manifests:
         world.apply(m)
+    world.take_observed()  # no scheduler runs here: the Workloads hold quota where their status says
     return world

@@ -95,11 +95,12 @@ def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str 
         if refused is not None:
             return Explanation(key, "rejected", reason=refused)
         raise KueuedError(f"no Workload {key} (or it has finished)")
-    if wl.admitted:
+    placed = world.placed.get(key)
+    if placed is not None:
         usage: dict[str, dict[str, str]] = {}
-        for (flavor, res), v in sorted(wl.usage.items()):
+        for (flavor, res), v in sorted(placed.usage.items()):
             usage.setdefault(flavor, {})[res] = format_milli(v, resource=res)
-        return Explanation(key, "admitted", cluster_queue=wl.cluster_queue, flavors=wl.assigned_flavors,
+        return Explanation(key, "admitted", cluster_queue=placed.cluster_queue, flavors=placed.flavors,
                            usage=usage, reason=reason)
     routed, why = world.route(wl)
     out = Explanation(key, "pending", cluster_queue=routed, reason=reason or _condition_message(world, key))

@@ -69,8 +69,8 @@ def what_if(live: list[dict[str, Any]], changes: list[dict[str, Any]], *, runner
     world, report = run_world(overlay(live, changes, now=now), runner=runner)
     rows = []
     for key in sorted(before.workloads.keys() | report.workloads.keys()):
-        old = before.workloads.get(key)
-        was = "absent" if old is None else _admitted(old.cluster_queue, old.assigned_flavors) if old.admitted \
+        old, held = before.workloads.get(key), before.placed.get(key)
+        was = "absent" if old is None else _admitted(held.cluster_queue, held.flavors) if held is not None \
             else "pending"
         new = report.workloads.get(key)
         will = "gone" if new is None else _admitted(new.cluster_queue, new.flavors) \

@@ -43,7 +43,7 @@ def status_of_world(world: World, *, source: str) -> TreeReport:
     nodes = node_statuses(world, settle(world))
     unrouted = {}
     for key, wl in sorted(world.workloads.items()):
-        if not wl.admitted:
+        if key not in world.placed:
             routed, why = world.route(wl)
             if routed is None:
                 unrouted[key] = why

@@ -31,6 +31,7 @@ from kueued.quota.node import FR, QuotaNode
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.policies import shares
 from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import World
 
 __all__ = ["Amounts", "NodeStatus", "settle", "node_statuses", "pending_by_queue"]
@@ -63,9 +64,10 @@ def settle(world: World) -> Snapshot:
     """The forest of ``world``'s Cohorts and ClusterQueues with every admitted Workload charged."""
     snap = build_forest(cluster_queues=world.cluster_queues, cohorts=world.cohorts, flavors=world.flavors,
                         fair_sharing=world.settings.fair_sharing, settings=world.settings)
-    for wl in world.workloads.values():
-        if wl.admitted and wl.cluster_queue in snap.cluster_queues:
-            snap.add_workload(wl)
+    for key, placed in world.placed.items():
+        spec = world.workloads.get(key)
+        if spec is not None and placed.cluster_queue in snap.cluster_queues:
+            snap.add_workload(WorkloadInfo(spec, placed))
     return snap
 
 
@@ -73,7 +75,7 @@ def pending_by_queue(world: World) -> dict[str, int]:
     """Pending Workloads per ClusterQueue they are routed to (``World.route``; unrouted ones count nowhere)."""
     out: dict[str, int] = {}
     for wl in world.workloads.values():
-        if not wl.admitted:
+        if wl.key not in world.placed:
             routed, _ = world.route(wl)
             if routed is not None:
                 out[routed] = out.get(routed, 0) + 1

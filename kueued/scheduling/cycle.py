@@ -168,7 +168,7 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
         e.message = (f"namespace {wl.namespace} " + ("not found" if labels is None else
                      f"doesn't match the namespaceSelector of ClusterQueue {cq_name}"))
         return e
-    why = _requests_exceed_limits(wl)
+    why = wl.spec.limits_error  # a request above its limit
     if why:
         e.message = why
         return e
@@ -254,26 +254,6 @@ def _to_reserve(a: Assignment, cq: ClusterQueueSnapshot) -> dict[tuple[str, str]
             v = min(req, lim.nominal - used)
         out[fr] = max(0, v)
     return out
-
-
-def _requests_exceed_limits(wl: WorkloadInfo) -> str:
-    """Why a container asks more than its limit, or ""; the spec never changes, so it is
-    worked out once per WorkloadInfo (a head is nominated again every time it comes up)."""
-    if wl.limits_error is None:
-        wl.limits_error = _limits_error(wl)
-    return wl.limits_error
-
-
-def _limits_error(wl: WorkloadInfo) -> str:
-    from kueued.model.quantity import parse
-    for ps in wl.obj.spec.pod_sets:
-        for c in [*ps.template.spec.containers, *ps.template.spec.init_containers]:
-            for res, lim in c.resources.limits.items():
-                req = c.resources.requests.get(res)
-                if req is not None and parse(req) > parse(lim):
-                    return (f"podSet {ps.name} container {c.name}: {res} request ({req}) "
-                            f"exceeds its limit ({lim})")
-    return ""
 
 
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})

@@ -19,7 +19,7 @@ from kueued.model.quantity import format_milli
 from kueued.quota import node as qn
 from kueued.quota.node import FR, QuotaNode
 from kueued.scheduling.snapshot import ClusterQueueSnapshot
-from kueued.scheduling.workload import WorkloadInfo
+from kueued.scheduling.workload import WorkloadInfo, WorkloadSpec
 
 __all__ = ["blocking_node", "explain", "STRICT_FIFO_WAIT"]
 
@@ -54,7 +54,7 @@ def _pooled(node: QuotaNode, fr: FR) -> bool:
     return False
 
 
-def explain(cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> str:
+def explain(cq: ClusterQueueSnapshot, wl: WorkloadSpec | WorkloadInfo) -> str:
     """One clause per flavor that was tried for the first resource that cannot fit."""
     parts: list[str] = []
     for ps in wl.pod_sets:

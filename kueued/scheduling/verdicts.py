@@ -51,15 +51,10 @@ from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["Verdict", "Verdicts", "Known", "shape_of"]
 
-_encode = msgspec.json.Encoder().encode
-
-
 def shape_of(wl: WorkloadInfo) -> bytes:
-    """What nomination reads of a workload besides its creation time, as one comparable value."""
-    shape = wl.shape
-    if shape is None:
-        shape = wl.shape = b"%d|%s|" % (wl.priority, wl.namespace.encode()) + _encode(wl.obj.spec.pod_sets)
-    return shape
+    """What nomination reads of a workload besides its creation time, as one comparable value
+    (worked out with its spec: :class:`~kueued.scheduling.workload.WorkloadSpec`)."""
+    return wl.spec.shape
 
 
 class Verdict:
@@ -86,7 +81,7 @@ class Known(msgspec.Struct, frozen=True):
 
     def lookup(self, wl: WorkloadInfo) -> Verdict | None:
         """The complete verdict for ``wl``'s shape that still holds, if any."""
-        v = self.verdicts.get((wl.shape or shape_of(wl), wl.created if self.by_created else 0.0))
+        v = self.verdicts.get((wl.spec.shape, wl.created if self.by_created else 0.0))
         return v if v is not None and v.generation == self.generation and v.reason else None
 
 
@@ -136,7 +131,7 @@ class Verdicts:
     # --- recall ------------------------------------------------------------------------------
     def _key(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> tuple[bytes, float]:
         # a LowerOrNewerEqualPriority policy compares creation times: then they are part of the shape
-        return (wl.shape or shape_of(wl), wl.created if cq.name in self._newer else 0.0)
+        return (wl.spec.shape, wl.created if cq.name in self._newer else 0.0)
 
     def recall(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> Verdict | None:
         if not self.enabled:

@@ -11,14 +11,15 @@ from typing import Any, Protocol
 
 from kueued.model import api
 from kueued.model.settings import Settings
-from kueued.scheduling.workload import WorkloadInfo
+from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec
 
 __all__ = ["WorldView"]
 
 
 class WorldView(Protocol):
     settings: Settings
-    workloads: dict[str, WorkloadInfo]
+    workloads: dict[str, WorkloadSpec]
+    placed: dict[str, Placement]
     flavors: dict[str, api.ResourceFlavor]
     cohorts: dict[str, api.Cohort]
     cluster_queues: dict[str, api.ClusterQueue]
@@ -29,4 +30,4 @@ class WorldView(Protocol):
     nodes: dict[str, dict[str, Any]]
     rejected: dict[str, str]
 
-    def route(self, wl: WorkloadInfo) -> tuple[str | None, str]: ...
+    def route(self, wl: WorkloadSpec | WorkloadInfo) -> tuple[str | None, str]: ...

@@ -1,26 +1,36 @@
-"""A Workload as the scheduler sees it: exact per-pod-set requests, priority, order keys.
+"""A Workload as the scheduler sees it: an immutable spec, and the scheduling state one queue owns.
 
-``WorkloadInfo`` is built once per Workload version from the decoded API object
-(``kueued.model.api.Workload``) and is what queues, flavor assignment and preemption
-pass around.  Pod requests follow Kubernetes: per container ``requests`` (a limit
-stands in for a missing request), init containers take the max, pod overhead adds on;
-a pod set asks ``count`` times that.  Resources requested at zero (``cpu: 0``, or any
-resource of a pod set with ``count: 0``) are kept apart in ``zeros``: they count for no
-quota, but flavor assignment still gives a covered one its group's flavor (Kueue keeps
-zero entries in a pod set's requests and skips them only where the ClusterQueue does not
-cover the resource).
+:class:`WorkloadSpec` is built once per Workload version from the decoded API object
+(``kueued.model.api.Workload``): exact per-pod-set requests, priority, order keys and the
+admission its status carries.  It never changes, so the World, messages and every reader
+share it freely.  :class:`WorkloadInfo` is a workload's scheduling state (the version it
+holds, where it holds quota, its eviction history, whether it waits for its evictions),
+created and changed only by the ClusterQueue actor that holds the workload; flavor
+assignment and preemption read it.
+
+Pod requests follow Kubernetes: per container ``requests`` (a limit stands in for a
+missing request), init containers take the max, pod overhead adds on; a pod set asks
+``count`` times that.  Resources requested at zero (``cpu: 0``, or any resource of a pod
+set with ``count: 0``) are kept apart in ``zeros``: they count for no quota, but flavor
+assignment still gives a covered one its group's flavor (Kueue keeps zero entries in a pod
+set's requests and skips them only where the ClusterQueue does not cover the resource).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from datetime import datetime
+
+import msgspec
 
 from kueued.model import api
 from kueued.model.quantity import parse
 from kueued.quota.node import FR
 
-__all__ = ["PodSetRequest", "WorkloadInfo", "pod_requests", "timestamp"]
+__all__ = ["Placement", "PodSetRequest", "WorkloadInfo", "WorkloadSpec", "pod_requests", "spec_of", "timestamp"]
+
+_encode = msgspec.json.Encoder().encode
 
 
 def timestamp(text: str | None) -> float:
@@ -74,59 +84,48 @@ class PodSetRequest:
         self.zeros = zeros  # resources requested at zero in total, sorted
 
 
-class WorkloadInfo:
-    """Scheduler-side view of one Workload."""
+class Placement(msgspec.Struct, frozen=True, gc=False):
+    """Where a workload holds quota: its ClusterQueue, the usage charged per (flavor, resource),
+    the flavors of each pod set, and when the reservation was made (epoch seconds)."""
 
-    __slots__ = ("key", "obj", "namespace", "name", "uid", "queue_name", "priority", "created",
-                 "pod_sets", "cluster_queue", "usage", "assigned_flavors", "reserved_at", "evictions",
-                 "local_queue", "preempting", "victims", "shape", "limits_error")
+    cluster_queue: str
+    usage: dict[FR, int]
+    flavors: dict[str, dict[str, str]]
+    at: float = 0.0
 
-    def __init__(self, obj: api.Workload, *, priority: int) -> None:
-        meta = obj.metadata
-        self.obj = obj
-        self.namespace = meta.namespace
-        self.name = meta.name
-        self.key = f"{meta.namespace}/{meta.name}"
-        self.uid = meta.uid or self.key
-        self.queue_name = obj.spec.queue_name
-        self.local_queue = f"{meta.namespace}/{obj.spec.queue_name}"
-        self.priority = priority
-        self.created = timestamp(meta.creation_timestamp)
-        self.pod_sets = []
-        for ps in obj.spec.pod_sets:
-            pod = ps.template.spec
-            count = ps.count
-            per_pod = pod_requests(pod)
-            self.pod_sets.append(PodSetRequest(
-                ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v * count}, pod,
-                tuple(r for r, v in sorted(per_pod.items()) if not v * count)))
-        self.cluster_queue: str | None = None
-        self.usage: dict[FR, int] = {}
-        self.assigned_flavors: dict[str, dict[str, str]] = {}
-        self.reserved_at = 0.0
-        self.evictions = 0
-        self.preempting = False  # issued evictions and waits for them (its queue records the round's outcome)
-        self.victims: set[str] = set()  # workloads it evicted (committed; its queue records them): never twice
-        self.shape: bytes | None = None  # kueued.scheduling.verdicts.shape_of, computed on first use
-        self.limits_error: str | None = None  # cycle._requests_exceed_limits, computed on first use
-        adm = obj.status.admission
-        if adm is not None and adm.cluster_queue:
-            self.admit(adm.cluster_queue, _usage_of(adm), _flavors_of(adm), at=_reserved_time(obj))
 
-    def admit(self, cq: str, usage: dict[FR, int], flavors: dict[str, dict[str, str]], *, at: float) -> None:
-        self.cluster_queue = cq
-        self.usage = usage
-        self.assigned_flavors = flavors
-        self.reserved_at = at
+class WorkloadSpec(msgspec.Struct, frozen=True, gc=False):
+    """One version of a Workload as the scheduler reads it: immutable, shared freely.
 
-    def release(self) -> None:
-        self.cluster_queue = None
-        self.usage = {}
-        self.assigned_flavors = {}
+    Built once per version (:func:`spec_of`); everything here is a function of the API
+    object and its priority, so the values nomination derives from the spec alone (its
+    ``shape`` for remembered verdicts, a request above its limit) are worked out here once.
+    ``observed`` is the admission the object's status carries (on a cluster, the one kueued
+    or Kueue wrote before): what a queue adopts, not where the scheduler holds it now (that is
+    the queue's :class:`WorkloadInfo`, and the coordinator's index of its replies)."""
+
+    obj: api.Workload
+    key: str
+    uid: str
+    local_queue: str
+    priority: int
+    created: float
+    pod_sets: tuple[PodSetRequest, ...]
+    shape: bytes
+    limits_error: str
+    observed: Placement | None
 
     @property
-    def admitted(self) -> bool:
-        return self.cluster_queue is not None
+    def namespace(self) -> str:
+        return self.obj.metadata.namespace
+
+    @property
+    def name(self) -> str:
+        return self.obj.metadata.name
+
+    @property
+    def queue_name(self) -> str:
+        return self.obj.spec.queue_name
 
     def total_requests(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -135,8 +134,130 @@ class WorkloadInfo:
                 out[r] = out.get(r, 0) + v
         return out
 
+
+def spec_of(obj: api.Workload, *, priority: int) -> WorkloadSpec:
+    meta = obj.metadata
+    key = f"{meta.namespace}/{meta.name}"
+    pod_sets = []
+    for ps in obj.spec.pod_sets:
+        count = ps.count
+        per_pod = pod_requests(ps.template.spec)
+        pod_sets.append(PodSetRequest(
+            ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v * count}, ps.template.spec,
+            tuple(r for r, v in sorted(per_pod.items()) if not v * count)))
+    adm = obj.status.admission
+    observed = (Placement(adm.cluster_queue, _usage_of(adm), _flavors_of(adm), _reserved_time(obj))
+                if adm is not None and adm.cluster_queue else None)
+    return WorkloadSpec(obj, key, meta.uid or key, f"{meta.namespace}/{obj.spec.queue_name}", priority,
+                        timestamp(meta.creation_timestamp), tuple(pod_sets),
+                        b"%d|%s|" % (priority, meta.namespace.encode()) + _encode(obj.spec.pod_sets),
+                        _limits_error(obj), observed)
+
+
+class WorkloadInfo:
+    """A workload's scheduling state, owned by exactly one ClusterQueue actor: its spec (the
+    version it holds), where it holds quota (``placement``, None while pending), how often it
+    was evicted, whether it issued evictions and waits for them, and whom it evicted.
+
+    Only the owning queue changes it.  A round reads the heads its queues lent it and the
+    admitted workloads its reclaim queries reached; a new version of the Workload replaces
+    the spec and keeps the rest (:meth:`carry`).  The spec's hot fields are copied into
+    slots: queue order and preemption read them for every comparison."""
+
+    __slots__ = ("spec", "key", "uid", "namespace", "priority", "created", "local_queue",
+                 "placement", "evictions", "preempting", "victims")
+
+    def __init__(self, spec: WorkloadSpec, placement: Placement | None = None, *,
+                 evictions: int = 0, victims: Iterable[str] = ()) -> None:
+        self.spec = spec
+        self.key = spec.key
+        self.uid = spec.uid
+        self.namespace = spec.obj.metadata.namespace
+        self.priority = spec.priority
+        self.created = spec.created
+        self.local_queue = spec.local_queue
+        self.placement = placement
+        self.evictions = evictions
+        self.preempting = False  # issued evictions and waits for them (its queue records the round's outcome)
+        self.victims: set[str] = set(victims)  # workloads it evicted (committed; its queue records them): never twice
+
+    @classmethod
+    def of(cls, obj: api.Workload, *, priority: int = 0) -> WorkloadInfo:
+        """A fresh state for ``obj`` as its status stands (admitted where it says so)."""
+        spec = spec_of(obj, priority=priority)
+        return cls(spec, spec.observed)
+
+    def carry(self, spec: WorkloadSpec, placement: Placement | None) -> WorkloadInfo:
+        """The state of a new version of this workload: the rest of its state goes with it."""
+        wl = WorkloadInfo(spec, placement, evictions=self.evictions, victims=self.victims)
+        wl.preempting = self.preempting
+        return wl
+
+    # --- the spec, read through ---------------------------------------------------------------
+    @property
+    def obj(self) -> api.Workload:
+        return self.spec.obj
+
+    @property
+    def name(self) -> str:
+        return self.spec.obj.metadata.name
+
+    @property
+    def queue_name(self) -> str:
+        return self.spec.obj.spec.queue_name
+
+    @property
+    def pod_sets(self) -> tuple[PodSetRequest, ...]:
+        return self.spec.pod_sets
+
+    def total_requests(self) -> dict[str, int]:
+        return self.spec.total_requests()
+
+    # --- the placement ------------------------------------------------------------------------
+    def admit(self, placement: Placement) -> None:
+        self.placement = placement
+
+    def release(self) -> None:
+        self.placement = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.placement is not None
+
+    @property
+    def cluster_queue(self) -> str | None:
+        p = self.placement
+        return p.cluster_queue if p is not None else None
+
+    @property
+    def usage(self) -> dict[FR, int]:
+        p = self.placement
+        return p.usage if p is not None else {}
+
+    @property
+    def assigned_flavors(self) -> dict[str, dict[str, str]]:
+        p = self.placement
+        return p.flavors if p is not None else {}
+
+    @property
+    def reserved_at(self) -> float:
+        p = self.placement
+        return p.at if p is not None else 0.0
+
     def __repr__(self) -> str:
         return f"<Workload {self.key} p={self.priority}>"
+
+
+def _limits_error(obj: api.Workload) -> str:
+    """Why a container asks more than its limit, or "" (Kueue refuses such a workload)."""
+    for ps in obj.spec.pod_sets:
+        for c in [*ps.template.spec.containers, *ps.template.spec.init_containers]:
+            for res, lim in c.resources.limits.items():
+                req = c.resources.requests.get(res)
+                if req is not None and parse(req) > parse(lim):
+                    return (f"podSet {ps.name} container {c.name}: {res} request ({req}) "
+                            f"exceeds its limit ({lim})")
+    return ""
 
 
 def _usage_of(adm: api.Admission) -> dict[FR, int]:

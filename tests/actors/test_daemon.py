@@ -45,7 +45,7 @@ def test_daemon_follows_its_manifest_directory(tmp_path: Path) -> None:
     seen: list[set[str]] = []
 
     def settled(coord) -> None:
-        seen.append({k for k, w in coord.world.workloads.items() if w.admitted})
+        seen.append(set(coord.world.placed))
         if len(seen) == 1:
             (tmp_path / "jobs.yaml").write_text(yaml.safe_dump_all([workload("b", "ns", "lq", created=2, cpu="2")]))
             (tmp_path / "broken.yaml").write_text("kind: [")
@@ -78,7 +78,7 @@ def test_daemon_stamps_admissions_with_the_wall_clock(tmp_path: Path) -> None:
     bounds: list[int | None] = []
 
     def settled(coord) -> None:
-        stamps.append(coord.world.workloads["ns/a"].reserved_at)
+        stamps.append(coord.world.placed["ns/a"].at)
         bounds.append(getattr(coord.events, "maxlen", None))
 
     before = time.time()
@@ -107,7 +107,7 @@ def test_a_long_backlog_pauses_its_rounds_to_read_the_source_and_resumes(tmp_pat
     settled: list[tuple[set[str], int]] = []
 
     def on_settled(coord) -> None:
-        settled.append(({k for k, w in coord.world.workloads.items() if w.admitted}, coord.rounds))
+        settled.append((set(coord.world.placed), coord.rounds))
         scope.cancel()
 
     async def main() -> None:
@@ -146,6 +146,6 @@ def test_a_first_load_rebuilds_the_tree_once_and_its_workloads_still_land(tmp_pa
     admitted: list[dict[str, str | None]] = []
 
     _first_settle(tmp_path, lambda coord: admitted.append(
-        {k: w.cluster_queue for k, w in coord.world.workloads.items()}))
+        {k: p.cluster_queue for k, p in coord.world.placed.items()}))
     assert admitted[0] == {f"ns/w{i}": f"cq{i}" for i in range(40)}
     assert rebuilds == [0, 40]  # at start (nothing loaded yet), then once for the whole batch

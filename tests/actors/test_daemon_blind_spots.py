@@ -207,12 +207,19 @@ def test_an_eviction_caught_between_its_two_writes_is_resumed_at_start(tmp_path:
         def resume_eviction(self, workload: str, message: str) -> None:
             resumed.append((workload, message))
 
+    placed: list[dict[str, str]] = []
+
+    def settled(coord) -> None:
+        placed.append({key: p.cluster_queue for key, p in coord.world.placed.items()})
+        scope.cancel()
+
     async def main() -> None:
         nonlocal scope
         with anyio.fail_after(20) as scope:
-            await run_daemon(tmp_path, Port(), interval=0.01, on_settled=lambda coord: scope.cancel(),
-                             handle_signals=False)
+            await run_daemon(tmp_path, Port(), interval=0.01, on_settled=settled, handle_signals=False)
 
     scope: anyio.CancelScope
     anyio.run(main)
     assert resumed == [("ns/v", "Preempted to accommodate ns/x")]
+    # until its second phase lands the victim holds its quota where its status says
+    assert placed[0] == {"ns/v": "cq", "ns/kept": "cq"}

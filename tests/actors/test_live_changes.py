@@ -23,7 +23,7 @@ FR = ("default", "cpu")
 
 
 def admitted(world: World) -> set[str]:
-    return {k for k, w in world.workloads.items() if w.admitted}
+    return set(world.placed)
 
 
 def test_tree_changes_while_running() -> None:
@@ -75,7 +75,7 @@ def test_tree_changes_while_running() -> None:
             assert snap.cohorts["team-b"].node.subtree.get(FR, 0) == 1000  # only cq-a's nominal
             extra = workload("late", "ns", "b", created=99, cpu="1")
             await step(extra)
-            assert not world.workloads["ns/late"].admitted  # over quota now: waits, no crash
+            assert "ns/late" not in world.placed  # over quota now: waits, no crash
 
             # a cycle in the cohort graph: those queues go inactive, the rest keeps working
             snap = await step(cohort("team-b", parent="team-x"), cohort("team-x", parent="team-b"),
@@ -83,7 +83,7 @@ def test_tree_changes_while_running() -> None:
                               local_queue("c", "ns", "cq-c"), workload("elsewhere", "ns", "c", created=100, cpu="2"))
             assert not snap.cluster_queues["cq-a"].active and not snap.cluster_queues["cq-b"].active
             assert snap.cluster_queues["cq-c"].active
-            assert world.workloads["ns/elsewhere"].admitted
+            assert "ns/elsewhere" in world.placed
             coord.stop()
 
     anyio.run(main)
@@ -167,7 +167,7 @@ def test_a_routing_change_moves_pending_workloads_to_their_new_queue() -> None:
         assert {wl.key for wl in coord.cluster_queues["large"].queue.pending()} == keys
         await coord.run_to_quiescence()
         assert admitted(world) == {"ns/w0", "ns/w1"}  # 8 cpu: two of the five
-        assert {world.workloads[k].cluster_queue for k in admitted(world)} == {"large"}
+        assert {world.placed[k].cluster_queue for k in admitted(world)} == {"large"}
 
     live(body)
 
@@ -207,7 +207,7 @@ def test_an_edit_that_asks_for_nothing_new_keeps_the_admission() -> None:
         assert admitted(world) == {"ns/a"} and world.workloads["ns/a"].obj.metadata.labels == {"team": "x"}
         snap = await coord.assemble()
         assert snap.cluster_queues["cq"].usage(FR) == 2000
-        assert snap.cluster_queues["cq"].workloads["ns/a"] is world.workloads["ns/a"]  # the new version is held
+        assert snap.cluster_queues["cq"].workloads["ns/a"].spec is world.workloads["ns/a"]  # the new version is held
         port_log.extend(c.workload for c in coord.port.log if c.kind == "admit")
         await settle(coord, tg, workload("a", "ns", "lq", created=1, cpu="1"))  # asks for less: released
         assert admitted(world) == {"ns/a"}  # readmitted at once (older than b, which still waits)

@@ -24,6 +24,7 @@ from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.scheduling.cycle import run_cycle
 from kueued.scheduling.preemption.candidates import reclaim_reach
 from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import World
 from tests.scheduling.test_engine_properties import scenarios
 
@@ -41,7 +42,7 @@ def _settled(docs: list[dict]) -> tuple[World, LiveEngine]:
 
 def _decide(snap: Snapshot, world: World, key: str, cq: str) -> tuple:
     snap = snap.clone()
-    result = run_cycle(snap, [(world.workloads[key], cq)], preemptor=make_preemptor(snap, world),
+    result = run_cycle(snap, [(WorkloadInfo(world.workloads[key]), cq)], preemptor=make_preemptor(snap, world),
                        namespaces=world.namespaces, iterate=make_iterate(world))
     (entry,) = result.entries
     return (entry.status, sorted(t.workload.key for t in entry.targets),
@@ -77,7 +78,7 @@ def test_a_reclaim_query_reaches_what_the_pure_search_looks_at_and_decides_alike
             if not fair:
                 assert set(found) == reclaim_reach(final, cq, frs), name
             for key in keys:
-                asked = query_for(final, cq, world.workloads[key], fair=fair)
+                asked = query_for(final, cq, WorkloadInfo(world.workloads[key]), fair=fair)
                 reached = engine._call(gather, actors[name], asked)[0] if isinstance(asked, Reclaim) else {}
                 assert _decide(_only(final, reached), world, key, name) == _decide(final, world, key, name), key
 
@@ -102,7 +103,7 @@ def test_a_query_skips_a_subtree_within_its_quota_and_enters_one_over_it() -> No
     world, engine = _settled(docs)
     with engine:
         engine.run()
-        assert world.workloads["ns/a1"].admitted and world.workloads["ns/c1"].admitted
+        assert "ns/a1" in world.placed and "ns/c1" in world.placed
         found, searched = engine._call(gather, engine.coordinator.cluster_queues["b"],
                                        Reclaim("b", frozenset({("default", "cpu")})))
     assert set(found) == {"b", "c"}
@@ -129,5 +130,5 @@ def test_a_query_never_waits_inside_the_tree() -> None:
         queries = [Reclaim(f"q{i}", frozenset({("default", "cpu")})) for i in range(16)]
         found = engine._call(ask_all, engine.coordinator.cluster_queues, queries)  # (a deadlock hangs)
     held = {name for name, wls in found.items() if wls}
-    assert held == {wl.cluster_queue for wl in world.workloads.values() if wl.admitted}
+    assert held == {p.cluster_queue for p in world.placed.values()}
 

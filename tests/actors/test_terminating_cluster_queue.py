@@ -32,18 +32,18 @@ def test_a_deleted_queue_keeps_charging_its_cohort_until_its_workloads_leave() -
     world, a, _ = _world()
     with LiveEngine(world) as engine:
         engine.run()
-        assert world.workloads["ns/a1"].cluster_queue == "a"
+        assert world.placed["ns/a1"].cluster_queue == "a"
         engine.delete(a)
         assert "a" in world.cluster_queues and world.terminating == {"a"}
         engine.apply(workload("b1", "ns", "lq-b", cpu="4", created=2))
         engine.run()
-        assert not world.workloads["ns/b1"].admitted  # the cohort's 4 cpu are still a1's
+        assert "ns/b1" not in world.placed  # the cohort's 4 cpu are still a1's
         assert engine.state.cohorts["team"].node.usage[FR] == 4000
         engine.finish("ns/a1")
         engine.run()
         assert "a" not in world.cluster_queues and not world.terminating
         assert "a" not in engine.coordinator.cluster_queues  # its actor stopped
-        assert world.workloads["ns/b1"].cluster_queue == "b"
+        assert world.placed["ns/b1"].cluster_queue == "b"
         assert engine.state.cohorts["team"].node.usage[FR] == 4000
 
 
@@ -52,7 +52,7 @@ def test_a_terminating_queue_admits_nothing_new() -> None:
     world.apply(workload("a2", "ns", "lq-a", cpu="1", created=2))
     with LiveEngine(world) as engine:
         engine.run()
-        assert not world.workloads["ns/a2"].admitted  # the cohort is full
+        assert "ns/a2" not in world.placed  # the cohort is full
         engine.delete(a)
         engine.run()
         cq = engine.state.cluster_queues["a"]
@@ -60,7 +60,7 @@ def test_a_terminating_queue_admits_nothing_new() -> None:
         engine.finish("ns/a1")  # a2 would fit now, but not in a queue that is going away
         engine.run()
         assert "a" not in world.cluster_queues
-        assert not world.workloads["ns/a2"].admitted
+        assert "ns/a2" not in world.placed
         assert "ClusterQueue a doesn't exist" in engine.coordinator.unrouted["ns/a2"]
 
 
@@ -104,8 +104,8 @@ def test_applied_again_while_terminating_it_is_a_queue_again() -> None:
         engine.apply(a)
         engine.run()
         assert not world.terminating and engine.state.cluster_queues["a"].active
-        assert world.workloads["ns/a1"].cluster_queue == "a"
+        assert world.placed["ns/a1"].cluster_queue == "a"
         engine.apply(workload("a2", "ns", "lq-a", cpu="1", created=2))
         engine.finish("ns/a1")
         engine.run()
-        assert world.workloads["ns/a2"].cluster_queue == "a"
+        assert world.placed["ns/a2"].cluster_queue == "a"

@@ -49,17 +49,17 @@ def test_a_preemptor_waits_until_its_victims_reservation_is_cleared() -> None:
     world, port = _world(), SlowRelease()
     with LiveEngine(world, port=port) as engine:
         engine.run()
-        assert world.workloads["ns/low"].admitted
+        assert "ns/low" in world.placed
         engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
         engine.run()
         assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]  # phase one committed
-        assert world.workloads["ns/low"].admitted and not world.workloads["ns/high"].admitted
+        assert "ns/low" in world.placed and "ns/high" not in world.placed
         assert engine.state.cluster_queues["q"].node.usage[FR] == 2000  # the victim still holds it
         port.held.clear()  # the reservation is cleared (on a cluster: the watch brings it)
         engine.run()
-        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+        assert "ns/high" in world.placed and "ns/low" not in world.placed
         assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
-        assert world.workloads["ns/low"].evictions == 1
+        assert engine.coordinator.evicted["ns/low"] == 1
     assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]  # evicted once, not twice
 
 
@@ -69,7 +69,7 @@ def test_without_status_the_second_phase_follows_the_first() -> None:
         engine.run()
         engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
         engine.run()
-        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+        assert "ns/high" in world.placed and "ns/low" not in world.placed
 
 
 def test_a_victim_deleted_before_its_reservation_clears_is_forgotten() -> None:
@@ -80,7 +80,7 @@ def test_a_victim_deleted_before_its_reservation_clears_is_forgotten() -> None:
         engine.run()
         engine.delete(workload("low", "ns", "lq", cpu="2", priority=0, created=1))
         engine.run()
-        assert world.workloads["ns/high"].admitted
+        assert "ns/high" in world.placed
         assert engine.coordinator._evicting == {}
         assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
 
@@ -112,13 +112,13 @@ def test_the_echoes_of_both_phases_leave_the_victim_pending_and_its_quota_free()
         engine.run()
         engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
         engine.run()
-        assert world.workloads["ns/high"].admitted
+        assert "ns/high" in world.placed
         engine.apply(_echo(low, admitted=True))
         engine.apply(_echo(low, admitted=False))
         engine.run()
         assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
         assert [w.key for w in engine.pending("q")] == ["ns/low"]
-        assert not world.workloads["ns/low"].admitted
+        assert "ns/low" not in world.placed
 
 
 def test_an_admission_cleared_by_hand_on_a_cluster_is_not_carried() -> None:
@@ -128,18 +128,18 @@ def test_an_admission_cleared_by_hand_on_a_cluster_is_not_carried() -> None:
     low = workload("low", "ns", "lq", cpu="2", priority=0, created=1)
     with LiveEngine(world) as engine:
         engine.run()
-        assert world.workloads["ns/low"].admitted
+        assert "ns/low" in world.placed
         relabelled = copy.deepcopy(low)
         relabelled["metadata"]["labels"] = {"team": "a"}
         engine.apply(relabelled)  # a file's edit: no status, the admission is kept
-        assert world.workloads["ns/low"].admitted
+        assert "ns/low" in world.placed
         cleared = copy.deepcopy(low)
         cleared["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
                                              "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
         engine.apply(cleared)
         assert engine.state.cluster_queues["q"].node.usage.get(FR, 0) == 0
         engine.run()  # and it is admitted again, as a new decision
-        assert world.workloads["ns/low"].admitted
+        assert "ns/low" in world.placed
 
 
 def test_the_first_phase_echo_while_the_second_is_pending_keeps_the_victim_evicting() -> None:
@@ -158,10 +158,10 @@ def test_the_first_phase_echo_while_the_second_is_pending_keeps_the_victim_evict
         echo["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] = "3"
         engine.apply(echo)
         engine.run()
-        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000 and not world.workloads["ns/high"].admitted
+        assert engine.state.cluster_queues["q"].node.usage[FR] == 2000 and "ns/high" not in world.placed
         port.held.clear()
         engine.run()
-        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+        assert "ns/high" in world.placed and "ns/low" not in world.placed
         assert engine.state.cluster_queues["q"].node.usage[FR] == 2000
 
 
@@ -190,5 +190,5 @@ def test_an_eviction_the_api_refused_is_tried_again() -> None:
         engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
         engine.run()
         assert port.refusals == 0
-        assert world.workloads["ns/high"].admitted and not world.workloads["ns/low"].admitted
+        assert "ns/high" in world.placed and "ns/low" not in world.placed
         assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]

@@ -42,12 +42,14 @@ def test_kept_while_a_workload_is_admitted_then_taken_off_and_only_kueue_s() -> 
         "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
                         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
     world.apply(admitted)
+    world.take_observed()  # as a scheduler that adopted it would hold it
     _deleting(api, world, stored)
     sent: dict[str, str] = {}
 
     async def main() -> tuple[int, int]:
         kept = await release_finalizers(api, world, sent)
         world.workloads.pop("ns/w")  # it finished
+        world.placed.pop("ns/w")
         return kept, await release_finalizers(api, world, sent)
 
     kept, released = anyio.run(main)

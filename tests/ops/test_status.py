@@ -11,6 +11,7 @@ from actors.simulation import run_actors
 from kueued.cli import main
 from kueued.ops.status import status_from_files
 from kueued.ops.tree import node_statuses, settle
+from kueued.scheduling.workload import Placement
 from kueued.world import World
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 from tests.ops.ops_trees import GPU, two_levels
@@ -51,7 +52,7 @@ def test_idle_quota_lent_to_one_borrower_is_shared_by_what_each_lender_has_idle(
               *(cluster_queue(n, quotas("f", cpu=q), cohort="c") for n, q in (("a", "2"), ("b", "3"), ("d", "6"))),
               local_queue("lq", "ns", "a"), workload("w", "ns", "lq", cpu="7")]:
         world.apply(m)
-    world.workloads["ns/w"].admit("a", {("f", "cpu"): 7000}, {"main": {"cpu": "f"}}, at=0)
+    world.placed["ns/w"] = Placement("a", {("f", "cpu"): 7000}, {"main": {"cpu": "f"}})
     nodes = node_statuses(world, settle(world))
     assert [(nodes[f"ClusterQueue/{n}"].resources["f"]["cpu"].borrowed,
              nodes[f"ClusterQueue/{n}"].resources["f"]["cpu"].lent) for n in "abd"] == [
@@ -66,7 +67,7 @@ def test_a_cohort_s_own_quota_covers_its_members_borrowing_before_they_lend() ->
               cluster_queue("nlp", quotas("a100", cpu="4"), cohort="research"),
               local_queue("lq", "ns", "vision"), workload("w", "ns", "lq", cpu="10")]:
         world.apply(m)
-    world.workloads["ns/w"].admit("vision", {("a100", "cpu"): 10_000}, {"main": {"cpu": "a100"}}, at=0)
+    world.placed["ns/w"] = Placement("vision", {("a100", "cpu"): 10_000}, {"main": {"cpu": "a100"}})
     nodes = node_statuses(world, settle(world))
     research = nodes["Cohort/research"].resources["a100"]["cpu"]
     assert (research.nominal, research.quota, research.used) == ("3", "12", "10")

@@ -192,7 +192,8 @@ async def _observe(engine: LiveEngine) -> Observed:
         admitted={n: dict(a.admitted) for n, a in coord.cluster_queues.items()},
         pending={n: list(a.queue.pending()) for n, a in coord.cluster_queues.items()},
         unrouted=dict(coord.unrouted), workloads=dict(world.workloads),
-        placed={k: (wl.cluster_queue, dict(wl.usage)) for k, wl in world.workloads.items()},
+        placed={k: (p.cluster_queue, dict(p.usage)) if (p := world.placed.get(k)) is not None else (None, {})
+                for k in world.workloads},
         routes={k: world.route(wl)[0] for k, wl in world.workloads.items()})
 
 
@@ -422,8 +423,7 @@ class EngineMachine(RuleBasedStateMachine):
         if not self.live:
             return  # nothing to act on: this step changes nothing
         key = data.draw(st.sampled_from(sorted(self.live)))
-        wl = self.world.workloads[key]
-        TALLY["admitted workloads finished" if wl.admitted else "pending workloads finished"] += 1
+        TALLY["admitted workloads finished" if key in self.world.placed else "pending workloads finished"] += 1
         self.engine.finish(key)
         self.live.discard(key)
         if rounds:
@@ -529,11 +529,12 @@ class EngineMachine(RuleBasedStateMachine):
         for name, held in obs.admitted.items():
             for key, wl in held.items():
                 admitted_in.setdefault(key, []).append(name)
-                assert obs.workloads.get(key) is wl, f"{name} holds {key}, which the World does not"
+                assert obs.workloads.get(key) is wl.spec, f"{name} holds {key}, which the World does not"
+                assert obs.placed[key] == (name, wl.usage), (key, "the index says", obs.placed[key])
         for name, queued in obs.pending.items():
             for wl in queued:
                 pending_in.setdefault(wl.key, []).append(name)
-                assert obs.workloads.get(wl.key) is wl, f"{name} queues {wl.key}, which the World does not"
+                assert obs.workloads.get(wl.key) is wl.spec, f"{name} queues {wl.key}, which the World does not"
         assert set(obs.workloads) == self.live, "the World's workloads are not those submitted and not gone"
         for key in obs.workloads:
             cq_name, _ = obs.placed[key]
@@ -565,8 +566,10 @@ class EngineMachine(RuleBasedStateMachine):
         """A preemptor never evicts the same workload twice; only an eviction the API server took
         counts, or one it refused would leave the preemptor waiting behind its intended victim."""
         evicted = {key for kind, key, _, ok in self.port.history if kind == "evict" and ok}
-        for key, wl in obs.workloads.items():
-            assert wl.victims <= evicted, f"{key} counts as evicted {sorted(wl.victims - evicted)}, never evicted"
+        held = [*(wl for a in obs.admitted.values() for wl in a.values()),
+                *(wl for q in obs.pending.values() for wl in q)]
+        for wl in held:
+            assert wl.victims <= evicted, f"{wl.key} counts as evicted {sorted(wl.victims - evicted)}, never evicted"
 
 
 # --- the rules' shapes -------------------------------------------------------------------------

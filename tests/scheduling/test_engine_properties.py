@@ -90,9 +90,9 @@ def test_no_node_exceeds_the_tree_and_runs_end(waves) -> None:
         for fr in co.node.usage:
             assert co.node.usage[fr] == sum(qn.parent_share(c, fr, c.usage.get(fr, 0)) for c in co.node.children)
     held: dict = {}
-    for wl in world.workloads.values():
-        for fr, v in wl.usage.items():
-            held[(wl.cluster_queue, fr)] = held.get((wl.cluster_queue, fr), 0) + v
+    for placed in world.placed.values():
+        for fr, v in placed.usage.items():
+            held[(placed.cluster_queue, fr)] = held.get((placed.cluster_queue, fr), 0) + v
     for name, cq in state.cluster_queues.items():
         for fr, v in cq.node.usage.items():
             assert v == held.get((name, fr), 0)
@@ -111,7 +111,9 @@ def test_at_quiescence_the_pure_cycle_admits_and_evicts_nothing(docs) -> None:
         world.apply(d)
     with LiveEngine(world) as engine:
         engine.run(max_cycles=500)
-        pending = {name: [wl.key for wl in engine.pending(name)] for name in engine.coordinator.cluster_queues}
+        states = {name: engine.pending(name) for name in engine.coordinator.cluster_queues}
+    pending = {name: [wl.key for wl in held] for name, held in states.items()}
+    state_of = {wl.key: wl for held in states.values() for wl in held}  # as its queue holds it
     final = engine.state
     strict = {name for name in pending if final.cluster_queues[name].spec.queueing_strategy == "StrictFIFO"}
     blocking = {name: keys[0] for name, keys in pending.items() if name in strict and keys}
@@ -119,7 +121,7 @@ def test_at_quiescence_the_pure_cycle_admits_and_evicts_nothing(docs) -> None:
         for key in keys[:1] if name in strict else keys:
             heads = {**blocking, name: key}
             snap = final.clone()
-            result = run_cycle(snap, [(world.workloads[k], q) for q, k in heads.items()],
+            result = run_cycle(snap, [(state_of[k], q) for q, k in heads.items()],
                                preemptor=make_preemptor(snap, world), namespaces=world.namespaces,
                                iterate=make_iterate(world))
             assert not result.admitted and not result.evictions, (key, name, result.entries)

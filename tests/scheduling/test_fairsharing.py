@@ -90,7 +90,7 @@ def incoming(name: str = "in", queue: str = "a", *, priority: int = 0, created: 
     m["metadata"]["uid"] = name
     obj = api.decode(m)
     assert isinstance(obj, api.Workload)
-    return WorkloadInfo(obj, priority=priority)
+    return WorkloadInfo.of(obj, priority=priority)
 
 
 def forest(*objects: dict) -> Snapshot:
@@ -102,7 +102,7 @@ def forest(*objects: dict) -> Snapshot:
         fair_sharing=True)
     for o in decoded:
         if isinstance(o, api.Workload):
-            snap.add_workload(WorkloadInfo(o, priority=o.spec.priority or 0))
+            snap.add_workload(WorkloadInfo.of(o, priority=o.spec.priority or 0))
     return snap
 
 
@@ -436,7 +436,7 @@ def test_entry_penalty_alternates_local_queues_in_the_engine() -> None:
         world.apply(b.workload(name, "default", lq, created=created, cpu="4"))
     with LiveEngine(world) as engine:
         engine.run()
-    assert sorted(k for k, w in world.workloads.items() if w.admitted) == ["default/a1", "default/b1"]
+    assert sorted(world.placed) == ["default/a1", "default/b1"]
 
 
 def afs_engine(*workloads: tuple[str, str]) -> LiveEngine:
@@ -478,7 +478,7 @@ def test_the_fair_preemptor_orders_by_hand_computed_local_queue_usage() -> None:
     b1 (lq1) is admitted; round 3 (nothing left) samples: lq0 = 8a (1 - a) + 4a = 0.767727,
     lq1 = 8a = 0.535736.  The preemptor reads exactly these."""
     engine = afs_engine(("a1", "lq0"), ("b1", "lq1"))
-    admitted = {w.local_queue: w for w in engine.world.workloads.values() if w.admitted}
+    admitted = {w.local_queue: w for w in engine.state.cluster_queues["cq"].workloads.values()}
     assert engine.coordinator.rounds == 3
     preemptor = make_preemptor(engine.state.clone(), engine.world, afs=engine.afs)
     assert isinstance(preemptor, FairPreemptor) and preemptor.lq_usage is not None
@@ -502,7 +502,8 @@ class Saturated:
 
     def top_up(self) -> None:
         for lq in self.queues:
-            pending = sum(1 for w in self.world.workloads.values() if not w.admitted and w.queue_name == lq)
+            pending = sum(1 for w in self.world.workloads.values()
+                          if w.key not in self.world.placed and w.queue_name == lq)
             for _ in range(2 - pending):
                 self.seq += 1
                 self.world.apply(b.workload(f"w{self.seq:05d}", "default", lq, created=self.seq % 3600,
@@ -514,9 +515,8 @@ class Saturated:
         self.engine.run()
 
     def finish_oldest(self) -> None:
-        oldest = min((w for w in self.world.workloads.values() if w.admitted),
-                     key=lambda w: (w.reserved_at, w.key))
-        self.engine.finish(oldest.key)
+        oldest = min(self.world.placed.items(), key=lambda kv: (kv[1].at, kv[0]))
+        self.engine.finish(oldest[0])
 
     def run(self, steps: int) -> dict[str, int]:
         with LiveEngine(self.world) as self.engine:
@@ -526,9 +526,9 @@ class Saturated:
                 self.finish_oldest()
                 self.settle()
         used = {lq: 0 for lq in self.queues}
-        for w in self.world.workloads.values():
-            if w.admitted:
-                used[w.queue_name] += sum(w.total_requests().values()) // 1000
+        for key in self.world.placed:
+            w = self.world.workloads[key]
+            used[w.queue_name] += sum(w.total_requests().values()) // 1000
         return used
 
 

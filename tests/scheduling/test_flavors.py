@@ -37,7 +37,7 @@ def assign(groups: list[dict[str, Any]], *, count: int = 1, **requests: str) -> 
     snap = build_forest(cluster_queues={"cq": api.decode(cq)}, cohorts={},  # type: ignore[dict-item]
                         flavors={f["metadata"]["name"]: api.decode(f) for f in flavors})  # type: ignore[misc]
     wl = b.workload("wl", "ns", "lq", count=count, **{GPU if r == "gpu" else r: q for r, q in requests.items()})
-    info = WorkloadInfo(api.decode(wl), priority=0)  # type: ignore[arg-type]
+    info = WorkloadInfo.of(api.decode(wl), priority=0)  # type: ignore[arg-type]
     return assign_flavors(snap, snap.cluster_queues["cq"], info, lambda *_: Mode.NO_CANDIDATES)
 
 

@@ -41,6 +41,7 @@ from kueued.scheduling.policies import (
     policy_order,
 )
 from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.workload import WorkloadInfo
 from kueued.table import render
 from kueued.world import World
 from tests import builders as b
@@ -95,14 +96,14 @@ def world_of(*objects: dict) -> World:
     for o in [b.namespace("default"), b.flavor("default"), *objects]:
         world.apply(o)
     assert not world.rejected, world.rejected
+    world.take_observed()  # no scheduler runs on it: the workloads hold quota where their status says
     return world
 
 
 def snapshot_of(world: World) -> Snapshot:
     snap = build_forest(cluster_queues=world.cluster_queues, cohorts=world.cohorts, flavors=world.flavors)
-    for wl in world.workloads.values():
-        if wl.admitted:
-            snap.add_workload(wl)
+    for key, placed in world.placed.items():
+        snap.add_workload(WorkloadInfo(world.workloads[key], placed))
     return snap
 
 
@@ -302,8 +303,8 @@ def test_a_policy_applied_while_running_takes_effect() -> None:
             world.apply(b.workload(name, "default", queue, created=created, cpu="2"))
         engine.rebuild()
         engine.run()
-    assert world.workloads["default/b-next"].admitted
-    assert not world.workloads["default/a-next"].admitted
+    assert "default/b-next" in world.placed
+    assert "default/a-next" not in world.placed
 
 
 # --- LocalQueues ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from kueued.scheduling.preemption.classical import attempts
 from kueued.scheduling.preemption.policy import above_borrowing_threshold, borrow_within_cohort
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import WorkloadInfo
+from kueued.simulate import Report
 from kueued.world import World
 from tests import builders as b
 
@@ -71,7 +72,7 @@ def admitted(name: str, queue: str, *, priority: int = 0, reserved: int = 0, cre
 def incoming(name: str = "in", *, priority: int = 0, created: int = 0, **requests: str) -> WorkloadInfo:
     obj = api.decode(_workload(name, priority=priority, created=created, requests=requests))
     assert isinstance(obj, api.Workload)
-    return WorkloadInfo(obj, priority=priority)
+    return WorkloadInfo.of(obj, priority=priority)
 
 
 def forest(*objects: dict) -> Snapshot:
@@ -83,7 +84,7 @@ def forest(*objects: dict) -> Snapshot:
         flavors={"default": api.decode(b.flavor("default"))})  # type: ignore[dict-item]
     for o in decoded:
         if isinstance(o, api.Workload):
-            snap.add_workload(WorkloadInfo(o, priority=o.spec.priority or 0))
+            snap.add_workload(WorkloadInfo.of(o, priority=o.spec.priority or 0))
     return snap
 
 
@@ -102,6 +103,10 @@ def targets(snap: Snapshot, queue: str, wl: WorkloadInfo, **modes: Mode) -> list
 
 def run(*objects: dict) -> World:
     """Apply objects (plus a namespace, flavor and a LocalQueue per ClusterQueue) and run to quiescence."""
+    return run_reported(*objects)[0]
+
+
+def run_reported(*objects: dict) -> tuple[World, Report]:
     from actors.simulation import run_actors
     world = World()
     world.apply(b.flavor("default"))
@@ -109,8 +114,7 @@ def run(*objects: dict) -> World:
         world.apply(o)
         if o["kind"] == "ClusterQueue":
             world.apply(b.local_queue(o["metadata"]["name"], "default", o["metadata"]["name"]))
-    run_actors(world)
-    return world
+    return world, run_actors(world)
 
 
 def pending_in(name: str, queue: str, *, priority: int = 0, created: int = 0, **requests: str) -> dict:
@@ -286,7 +290,7 @@ def test_attempts() -> None:
     assert attempts(a, cs, {CPU}) == [True, False]  # hierarchical candidates
     cs = collect_candidates(snap, bwc, incoming(cpu="6"), {CPU: 6000}, {CPU})
     assert attempts(bwc, cs, {CPU}) == [True, False]
-    snap.add_workload(WorkloadInfo(api.decode(admitted("a2", "a", cpu="3")), priority=0))  # type: ignore[arg-type]
+    snap.add_workload(WorkloadInfo.of(api.decode(admitted("a2", "a", cpu="3")), priority=0))  # type: ignore[arg-type]
     cs = collect_candidates(snap, a, incoming(cpu="2"), {CPU: 2000}, {CPU})
     assert attempts(a, cs, {CPU}) == [True]  # a at nominal: only the borrowing attempt
 
@@ -367,7 +371,7 @@ def test_oracle_modes_and_borrowing_after_preemption() -> None:
 
 # --- KEP-1337 ---------------------------------------------------------------------------------
 
-def _story(*workloads: dict) -> World:
+def _story(*workloads: dict) -> Report:
     """KEP-1337 story 1: every quota sits in `shared`; standard/best-effort queues borrow it."""
     standard = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
                 "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}}
@@ -377,44 +381,45 @@ def _story(*workloads: dict) -> World:
                cq("a-best-effort", "all", cpu=("0", "10"), **best_effort),
                cq("b-standard", "all", cpu=("0", "10"), **standard),
                cq("b-best-effort", "all", cpu=("0", "10"), **best_effort)]
-    return run(*objects, *workloads)
+    return run_reported(*objects, *workloads)[1]
 
 
-def _state(world: World) -> dict[str, tuple[bool, int]]:
-    return {wl.name: (wl.admitted, wl.evictions) for wl in world.workloads.values()}
+def _state(report: Report) -> dict[str, tuple[bool, int]]:
+    """Each workload's name: whether it ends admitted, and how often it was evicted."""
+    return {key.split("/")[1]: (r.state == "admitted", r.preemptions) for key, r in report.workloads.items()}
 
 
 def test_kep1337_borrowing_standard_preempts_low_priority_best_effort() -> None:
-    world = _story(admitted_in("b-be", "b-best-effort", priority=50, cpu="10"),
+    report = _story(admitted_in("b-be", "b-best-effort", priority=50, cpu="10"),
                    pending_in("a-std", "a-standard", priority=300, created=5, cpu="6"))
-    assert _state(world) == {"b-be": (False, 1), "a-std": (True, 0)}
+    assert _state(report) == {"b-be": (False, 1), "a-std": (True, 0)}
 
 
 def test_kep1337_never_preempts_above_the_threshold_while_borrowing() -> None:
-    world = _story(admitted_in("b-be", "b-best-effort", priority=150, cpu="10"),
+    report = _story(admitted_in("b-be", "b-best-effort", priority=150, cpu="10"),
                    pending_in("a-std", "a-standard", priority=300, created=5, cpu="6"))
-    assert _state(world) == {"b-be": (True, 0), "a-std": (False, 0)}
+    assert _state(report) == {"b-be": (True, 0), "a-std": (False, 0)}
 
 
 def test_kep1337_no_flopping_between_equal_priority_borrowers() -> None:
-    world = _story(admitted_in("b-std", "b-standard", priority=300, cpu="10"),
+    report = _story(admitted_in("b-std", "b-standard", priority=300, cpu="10"),
                    pending_in("a-std", "a-standard", priority=300, created=5, cpu="6"))
-    assert _state(world) == {"b-std": (True, 0), "a-std": (False, 0)}
+    assert _state(report) == {"b-std": (True, 0), "a-std": (False, 0)}
 
 
 def test_kep1337_victim_does_not_preempt_back() -> None:
     # a-std takes b-be's place; b-be (lower priority, best effort) cannot evict it back,
     # and the engine reaches quiescence with exactly one eviction.
-    world = _story(admitted_in("b-be", "b-best-effort", priority=50, reserved=1, cpu="5"),
+    report = _story(admitted_in("b-be", "b-best-effort", priority=50, reserved=1, cpu="5"),
                    admitted_in("a-be", "a-best-effort", priority=60, reserved=2, cpu="5"),
                    pending_in("a-std", "a-standard", priority=300, created=5, cpu="5"))
-    assert _state(world) == {"b-be": (False, 1), "a-be": (True, 0), "a-std": (True, 0)}
+    assert _state(report) == {"b-be": (False, 1), "a-be": (True, 0), "a-std": (True, 0)}
 
 
 def test_kep1337_not_borrowing_reclaims_regardless_of_threshold() -> None:
-    world = run(cq("a-standard", "all", cpu="2", reclaimWithinCohort="Any",
-                   borrowWithinCohort={"policy": "LowerPriority", "maxPriorityThreshold": 0}),
-                cq("b", "all", cpu="0"),
-                admitted_in("b-high", "b", priority=50, cpu="2"),
-                pending_in("a1", "a-standard", priority=1, created=5, cpu="1"))
-    assert _state(world) == {"b-high": (False, 1), "a1": (True, 0)}
+    _, report = run_reported(cq("a-standard", "all", cpu="2", reclaimWithinCohort="Any",
+                                borrowWithinCohort={"policy": "LowerPriority", "maxPriorityThreshold": 0}),
+                             cq("b", "all", cpu="0"),
+                             admitted_in("b-high", "b", priority=50, cpu="2"),
+                             pending_in("a1", "a-standard", priority=1, created=5, cpu="1"))
+    assert _state(report) == {"b-high": (False, 1), "a1": (True, 0)}

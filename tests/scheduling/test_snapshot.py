@@ -60,7 +60,7 @@ def _tree() -> tuple[Snapshot, list[WorkloadInfo]]:
     for i in range(8):
         obj = api.decode(admitted(f"w{i}", _QUEUES[i % 4], cpu=str(1 + i % 3)))
         assert isinstance(obj, api.Workload)
-        pool.append(WorkloadInfo(obj, priority=0))
+        pool.append(WorkloadInfo.of(obj, priority=0))
     return live, pool
 
 

@@ -12,6 +12,7 @@ import kueued.scheduling.cycle as cycle_module
 from actors.harness import LiveEngine
 from actors.simulation import simulate_timed
 from kueued.scheduling.verdicts import Verdicts, shape_of
+from kueued.scheduling.workload import WorkloadInfo
 from kueued.trace import ARRIVAL, RUNTIME
 from kueued.world import World
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
@@ -121,7 +122,7 @@ def test_any_change_in_the_tree_invalidates_its_verdicts() -> None:
     with LiveEngine(world, preemptor=lambda snap, w, afs: _Counting()) as eng:
         eng.run(max_cycles=1)
     verdicts = eng.coordinator.verdicts
-    wl, cq = world.workloads["ns/w"], eng.state.cluster_queues["q"]
+    wl, cq = WorkloadInfo(world.workloads["ns/w"]), eng.state.cluster_queues["q"]
     assert verdicts.recall(cq, wl) is not None
     verdicts.touch("solo")  # another tree
     assert verdicts.recall(cq, wl) is not None
@@ -135,7 +136,7 @@ def test_the_shape_ignores_names_but_not_requests_priority_or_namespace() -> Non
               workload("c", "ns", "lq", cpu="2"), workload("d", "ns", "lq", cpu="1", priority=5),
               workload("e", "ns2", "lq", cpu="1")]:
         world.apply(m)
-    s = {k.split("/")[1]: shape_of(w) for k, w in world.workloads.items()}
+    s = {k.split("/")[1]: shape_of(WorkloadInfo(w)) for k, w in world.workloads.items()}
     assert s["a"] == s["b"]
     assert len({s["a"], s["c"], s["d"], s["e"]}) == 4
 

@@ -200,11 +200,12 @@ def seed_from(world: World) -> dict[str, Usage]:
 def current_usage(world: World) -> dict[str, Usage]:
     """What each LocalQueue's admitted workloads hold now, per resource name."""
     out: dict[str, Usage] = {}
-    for wl in world.workloads.values():
-        if not wl.admitted:
+    for key, placed in world.placed.items():
+        spec = world.workloads.get(key)
+        if spec is None:
             continue
-        used = out.setdefault(wl.local_queue, {})
-        for (_, res), v in wl.usage.items():
+        used = out.setdefault(spec.local_queue, {})
+        for (_, res), v in placed.usage.items():
             used[res] = used.get(res, 0.0) + v / 1000
     return out
 

@@ -17,10 +17,8 @@ children's winners.  At a Cohort, ``a`` beats ``b`` when, in order:
 4. older queue-order timestamp.
 
 A ClusterQueue without a cohort just yields its entry.  "Waits for its preemptions"
-needs memory across cycles, kept only while that gate is on: when a yielded entry
-comes back with status ``preempting`` its workload is remembered (by key and object
-identity, so another engine's workload of the same name never matches) until it is
-yielded again in a later cycle with any other outcome.
+is the workload's own scheduling state (``WorkloadInfo.preempting``), which its queue
+records from each round's outcome and keeps across new versions and re-routing.
 
 **Victim queue order** (:class:`TargetOrdering`, ``preemption/fairsharing/ordering.go``).
 Preemption walks from the root towards the child with the highest share, until it

@@ -51,10 +51,11 @@ FULL = 1000
 def local_queue_usage(world: World, cq: str) -> dict[str, dict[FR, int]]:
     """Per LocalQueue (``namespace/name``): what its workloads admitted in ``cq`` hold."""
     out: dict[str, dict[FR, int]] = {}
-    for wl in world.workloads.values():
-        if wl.admitted and wl.cluster_queue == cq:
-            held = out.setdefault(wl.local_queue, {})
-            for fr, v in wl.usage.items():
+    for key, placed in world.placed.items():
+        spec = world.workloads.get(key)
+        if spec is not None and placed.cluster_queue == cq:
+            held = out.setdefault(spec.local_queue, {})
+            for fr, v in placed.usage.items():
                 held[fr] = held.get(fr, 0) + v
     return out
 
