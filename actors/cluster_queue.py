@@ -20,6 +20,7 @@ from typing import Any
 from actors.messages import (
     Admit,
     Adopt,
+    Configure,
     Denied,
     Enqueue,
     Evict,
@@ -30,6 +31,7 @@ from actors.messages import (
     NodeReport,
     Nominate,
     Nomination,
+    Queued,
     Reached,
     Recharge,
     Reclaim,
@@ -100,12 +102,14 @@ class ClusterQueueActor(NodeActor):
                 self.queue.push(_state(spec, None, history))
                 return None
             case Forget(keys=keys):
-                held = [wl for wl in self.queue.pending() if wl.key in keys]
+                held = [wl for wl in self.queue.pending() if keys is None or wl.key in keys]
                 for wl in held:
                     self.queue.remove(wl.key)
                 return [(wl.key, left_of(wl)) for wl in held]
             case RequeueParked():
                 return self.queue.requeue_inadmissible()
+            case Queued():
+                return frozenset(wl.key for wl in self.queue.pending())
             case Sample():
                 return self.sample()
         return self._handle_admitted(msg)
@@ -167,7 +171,20 @@ class ClusterQueueActor(NodeActor):
                 return self.reserve("recharge", total, force=True)
             case Reclaim():
                 return self.reclaim(msg)
+            case Configure(active=active, strict=strict):
+                self.active = active
+                if strict != self.queue.strict:  # the same workloads, queued by the other strategy
+                    fresh = PendingQueue(self.name, strict=strict, usage_of=self.queue.usage_of)
+                    for wl in self.queue.pending():
+                        fresh.push(wl)
+                    self.queue = fresh
         return self.handle_node(msg)
+
+    def order_by(self, usage_of: Any) -> None:
+        """How the heap ranks workloads beyond Kueue's default (``kueued.engine.wiring.queue_order_hook``):
+        wiring the coordinator hands the queue with each topology, as it would a constructor argument
+        (a function, so never inside a message)."""
+        self.queue.usage_of = usage_of
 
     def reclaim(self, query: Reclaim) -> Reached:
         """The admitted workloads here a preemptor could take quota back from, by Kueue's

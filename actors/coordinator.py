@@ -32,7 +32,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from actors.balances import Balances
-from actors.cluster_queue import ClusterQueueActor, left_of
+from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
 from actors.messages import (
     Adopt,
@@ -41,6 +41,7 @@ from actors.messages import (
     Finish,
     Forget,
     Left,
+    Queued,
     Recharge,
     RequeueParked,
 )
@@ -104,33 +105,25 @@ class Coordinator(Rounds, Versions, Balances):
     async def sync_topology(self, tg: TaskGroup) -> None:
         self._tg = tg
         for actor in self.cluster_queues.values():
-            await actor.drain()  # their queues are read directly below
+            await actor.drain()  # every deferred arrival and requeue in place before the tree changes
         # releases still climbing must land before Configure resets a balance, not after
         await self.drain_cohorts()
         self._depths.clear()
         self.forest = forest_of(self.world)
         for name, cq in self.forest.cluster_queues.items():
-            strict = cq.spec.queueing_strategy == "StrictFIFO"
-            current = self.cluster_queues.get(name)
-            if current is None or current.queue.strict != strict:
-                fresh = ClusterQueueActor(name, strict=strict)
-                if current is not None:
-                    for wl in current.queue.pending():
-                        fresh.queue.push(wl)
-                    fresh.admitted = current.admitted
-                    current.stop()
+            if name not in self.cluster_queues:
+                fresh = ClusterQueueActor(name, strict=_strict(cq))
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
-            self.cluster_queues[name].queue.usage_of = queue_order_hook(self, cq, afs=self.afs)
-            self.cluster_queues[name].active = cq.active
+            self.cluster_queues[name].order_by(queue_order_hook(self, cq, afs=self.afs))
         for name in self.forest.cohorts:
             if name not in self.cohorts:
                 actor_c = CohortActor(name)
                 await tg.start(actor_c.run)
                 self.cohorts[name] = actor_c
         for name in [n for n in self.cluster_queues if n not in self.forest.cluster_queues]:
-            gone = self.cluster_queues.pop(name)  # drained above: its pending go elsewhere, with their history
-            self._left.update((wl.key, left_of(wl)) for wl in gone.queue.pending())
+            gone = self.cluster_queues.pop(name)  # its pending go elsewhere, with their history
+            self._left.update(await gone.ask(Forget(None)))
             gone.stop()
         for name in [n for n in self.cohorts if n not in self.forest.cohorts]:
             self.cohorts.pop(name).stop()
@@ -140,7 +133,9 @@ class Coordinator(Rounds, Versions, Balances):
             node = item.node
             parent = self.cohorts[node.parent.name] if node.parent is not None else None
             children = tuple((c.name, self._actor(c.name, c.is_cohort), within_quota(c)) for c in node.children)
-            await self._actor(item.name, node.is_cohort).ask(Configure(node.limits, node.subtree, parent, children))
+            queue = (item.active, _strict(item)) if isinstance(item, ClusterQueueSnapshot) else (True, False)
+            await self._actor(item.name, node.is_cohort).ask(
+                Configure(node.limits, node.subtree, parent, children, *queue))
         for actor in self.cluster_queues.values():
             await actor.ask(Recharge())
             actor.tell(RequeueParked())  # a quota or tree change may let parked workloads in
@@ -161,13 +156,18 @@ class Coordinator(Rounds, Versions, Balances):
     def _actor(self, name: str, is_cohort: bool) -> NodeActor:
         return self.cohorts[name] if is_cohort else self.cluster_queues[name]
 
-    async def route_all(self) -> None:
+    async def route_all(self, queued: set[str] | None = None) -> None:
+        """Every workload no queue holds is placed; ``queued``: the pending workloads the queues
+        hold, when the caller knows (else each queue is asked)."""
         self._idle.clear()  # any queue may be given workloads below
         self.unrouted.clear()
         for actor in self.cluster_queues.values():
             if actor.deferring:
                 await actor.drain()  # a deferred requeue must be back in its queue, read below
-        queued = {wl.key for a in self.cluster_queues.values() for wl in a.queue.pending()}
+        if queued is None:
+            queued = set()
+            for actor in self.cluster_queues.values():
+                queued.update(await actor.ask(Queued()))
         placed = self.world.placed
         for spec in self.world.workloads.values():
             if spec.key in placed or spec.key not in queued:
@@ -248,7 +248,7 @@ class Coordinator(Rounds, Versions, Balances):
         pending = frozenset(key for key in self.world.workloads if key not in self.world.placed)
         for actor in self.cluster_queues.values():  # one message a queue, not one a workload
             self._left.update(await actor.ask(Forget(pending)))
-        await self.route_all()
+        await self.route_all(queued=set())  # every pending workload was just taken out
 
     # --- a timeline's hooks (kueued.timeline): route_all and _drop for one workload ----------
     async def arrive(self, key: str) -> None:
@@ -347,6 +347,10 @@ class Coordinator(Rounds, Versions, Balances):
     def stop(self) -> None:
         for a in [*self.cluster_queues.values(), *self.cohorts.values()]:
             a.stop()
+
+
+def _strict(cq: ClusterQueueSnapshot) -> bool:
+    return cq.spec.queueing_strategy == "StrictFIFO"
 
 
 def _workload_key(manifest: dict) -> str:

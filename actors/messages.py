@@ -104,12 +104,15 @@ class NodeReport(Msg, frozen=True):
 class Configure(Msg, frozen=True):
     """New limits, subtree quota and parent (an actor or None) after a topology change; a
     Cohort is also given its children: (name, actor, the most each may hold of it per FR
-    while still within its own quota), for routing Reclaim queries."""
+    while still within its own quota), for routing Reclaim queries; a ClusterQueue whether
+    it is active and whether its queueing strategy is StrictFIFO."""
 
     limits: Any
     subtree: FRAmounts
     parent: Any
     children: tuple[tuple[str, Any, FRAmounts], ...] = ()
+    active: bool = True
+    strict: bool = False
 
 
 class Recharge(Msg, frozen=True):
@@ -160,9 +163,14 @@ class Replace(Msg, frozen=True):
 class Forget(Msg, frozen=True):
     """Take these workloads out of the queue, wherever they wait (a routing change sends
     every queue the whole pending set at once; each drops only what it holds).  Answered
-    with (key, :class:`Left`) for each it held: their history goes with them."""
+    with (key, :class:`Left`) for each it held: their history goes with them.  ``keys`` None:
+    every workload it holds pending (its ClusterQueue is deleted)."""
 
-    keys: frozenset[str]
+    keys: frozenset[str] | None
+
+
+class Queued(Msg, frozen=True):
+    """Which workloads the queue holds pending (their keys)."""
 
 
 class Requeue(Msg, frozen=True):

@@ -47,7 +47,7 @@ from actors.reclaim import ask_all, query_for
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import CycleResult, run_cycle
 from kueued.scheduling.flavors import Assignment
-from kueued.scheduling.queues import RequeueReason
+from kueued.scheduling.queues import RequeueReason, parks
 from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.workload import Placement, WorkloadInfo
 
@@ -297,7 +297,7 @@ class Rounds:
                 continue
             self.reasons[e.wl.key] = e.message
             actor = self.cluster_queues[e.cq]
-            if actor.queue.parks(e.reason):  # static configuration, safe to read
+            if parks(self.forest.cluster_queues[e.cq].spec.queueing_strategy == "StrictFIFO", e.reason):
                 changed = True
             actor.defer(Requeue(e.wl, e.reason, e.status == "preempting",
                                 frozenset(evicted.get(e.wl.key, ()))))

@@ -33,7 +33,7 @@ from typing import Any
 
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["PendingQueue", "RequeueReason"]
+__all__ = ["PendingQueue", "RequeueReason", "parks"]
 
 
 class RequeueReason:
@@ -41,6 +41,14 @@ class RequeueReason:
     NAMESPACE_MISMATCH = "NamespaceMismatch"
     FAILED_AFTER_NOMINATION = "FailedAfterNomination"
     PENDING_PREEMPTION = "PendingPreemption"
+
+
+def parks(strict: bool, reason: str) -> bool:
+    """Does a head requeued for ``reason`` go to the inadmissible set of a queue (StrictFIFO or
+    not), rather than straight back to its heap?"""
+    if strict:
+        return reason == RequeueReason.NAMESPACE_MISMATCH
+    return reason not in (RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION)
 
 
 class PendingQueue:
@@ -127,9 +135,7 @@ class PendingQueue:
 
     def parks(self, reason: str) -> bool:
         """Does a head requeued for ``reason`` go to the inadmissible set (not straight back)?"""
-        if self.strict:
-            return reason == RequeueReason.NAMESPACE_MISMATCH
-        return reason not in (RequeueReason.FAILED_AFTER_NOMINATION, RequeueReason.PENDING_PREEMPTION)
+        return parks(self.strict, reason)
 
     # --- folding dead rounds ahead (kueued.scheduling.verdicts) ----------------------------------
     def can_look_ahead(self) -> bool:

@@ -101,3 +101,19 @@ def test_a_workload_first_seen_evicted_but_still_reserved_holds_its_quota() -> N
         engine.run()
         assert set(world.placed) == {"ns/v"}
         assert engine.state.cluster_queues["q"].node.usage[("default", "cpu")] == 2000
+
+
+def test_a_new_queueing_strategy_keeps_the_queue_its_workloads_and_their_history() -> None:
+    world, port, engine = _setup()
+    with engine:
+        _preempt(engine)
+        port.held.clear()
+        engine.run()
+        actor = engine.coordinator.cluster_queues["q"]
+        assert not actor.queue.strict
+        engine.apply(cluster_queue("q", quotas("default", cpu="2"), strategy="StrictFIFO",
+                                   preemption={"withinClusterQueue": "LowerPriority"}))
+        assert engine.coordinator.cluster_queues["q"] is actor and actor.queue.strict  # told, not replaced
+        assert _states(engine, "q") == {"ns/low": (1, frozenset())}
+        assert set(world.placed) == {"ns/high"}
+        assert engine.state.cluster_queues["q"].node.usage[("default", "cpu")] == 2000
