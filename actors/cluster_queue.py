@@ -164,21 +164,21 @@ class ClusterQueueActor(NodeActor):
             case Report():
                 return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
             case Recharge():
-                total: dict[tuple[str, str], int] = {}
-                for wl in self.admitted.values():
-                    for fr, v in wl.usage.items():
-                        total[fr] = total.get(fr, 0) + v
-                return self.reserve("recharge", total, force=True)
+                return self.reserve("recharge", self._held_usage(), force=True)
             case Reclaim():
                 return self.reclaim(msg)
-            case Configure(active=active, strict=strict):
-                self.active = active
-                if strict != self.queue.strict:  # the same workloads, queued by the other strategy
-                    fresh = PendingQueue(self.name, strict=strict, usage_of=self.queue.usage_of)
-                    for wl in self.queue.pending():
-                        fresh.push(wl)
-                    self.queue = fresh
+            case Configure():
+                self._configure(msg)
         return self.handle_node(msg)
+
+    def _configure(self, msg: Configure) -> None:
+        """Whether it is active, and its strategy: the same workloads, queued by the other one."""
+        self.active = msg.active
+        if msg.strict != self.queue.strict:
+            fresh = PendingQueue(self.name, strict=msg.strict, usage_of=self.queue.usage_of)
+            for wl in self.queue.pending():
+                fresh.push(wl)
+            self.queue = fresh
 
     def order_by(self, usage_of: Any) -> None:
         """How the heap ranks workloads beyond Kueue's default (``kueued.engine.wiring.queue_order_hook``):
@@ -223,6 +223,13 @@ class ClusterQueueActor(NodeActor):
         return answer
 
     # --- the admitted set ------------------------------------------------------------------------
+    def _held_usage(self) -> dict[tuple[str, str], int]:
+        total: dict[tuple[str, str], int] = {}
+        for wl in self.admitted.values():
+            for fr, v in wl.usage.items():
+                total[fr] = total.get(fr, 0) + v
+        return total
+
     def _hold(self, wl: WorkloadInfo) -> None:
         self.admitted[wl.key] = wl
 
