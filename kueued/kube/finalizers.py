@@ -49,9 +49,7 @@ async def release_finalizers(client: Patcher, world: World, sent: dict[str, str]
     Returns how many were let go."""
     released = 0
     for name in sorted(world.terminating):
-        meta = (world.raw.get(f"ClusterQueue/{name}") or {}).get("metadata") or {}
-        finalizers = meta.get("finalizers") or []
-        version = str(meta.get("resourceVersion", ""))
+        meta, finalizers, version = _metadata(world, name)
         if IN_USE_FINALIZER not in finalizers or sent.get(name) == version or world.holds_admitted(name):
             continue
         body: dict[str, Any] = {"metadata": {"finalizers": [f for f in finalizers if f != IN_USE_FINALIZER]}}
@@ -81,9 +79,7 @@ async def hold_finalizers(client: Patcher, world: World, sent: dict[str, str]) -
     for name in world.cluster_queues:
         if held >= HOLDS_PER_PASS:
             break
-        meta = (world.raw.get(f"ClusterQueue/{name}") or {}).get("metadata") or {}
-        finalizers = meta.get("finalizers") or []
-        version = str(meta.get("resourceVersion", ""))
+        meta, finalizers, version = _metadata(world, name)
         if (not version or meta.get("deletionTimestamp") or name in world.terminating
                 or IN_USE_FINALIZER in finalizers or sent.get(name) == version):
             continue  # no version: not from the API server (a file), nothing to patch
@@ -103,3 +99,9 @@ async def hold_finalizers(client: Patcher, world: World, sent: dict[str, str]) -
     for name in [n for n in sent if n not in world.cluster_queues]:
         del sent[name]
     return held
+
+
+def _metadata(world: World, name: str) -> tuple[dict[str, Any], list[str], str]:
+    """A ClusterQueue's metadata as last seen, its finalizers and its resourceVersion ("" from a file)."""
+    meta = (world.raw.get(f"ClusterQueue/{name}") or {}).get("metadata") or {}
+    return meta, list(meta.get("finalizers") or []), str(meta.get("resourceVersion", ""))
