@@ -13,8 +13,9 @@ Up and down:   Reclaim (a preemptor's candidate query: up from its ClusterQueue,
                into every subtree that can hold candidates), answered by Reached.
 Down the tree: Evict, then Released (a reclaim in Kueue's two phases: the victim keeps its quota
                until its reservation is cleared, then it is released and requeued).
-Coordinator -> ClusterQueue: Nominate (a round's head and balance), Enqueue, Forget,
-Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Replace, Report, Reclaim.
+Coordinator -> ClusterQueue: Nominate (a round's head and balance), Unpark, Enqueue, Forget,
+Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Replace, Queued, Sample, Report,
+Reclaim; a workload that leaves its queue (Finish, Forget) is answered with Left, its history.
 Coordinator -> any node: Report, Configure, Recharge.
 """
 
