@@ -22,6 +22,8 @@ controller's finalizer added meanwhile is never dropped (the API server refuses 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
@@ -30,11 +32,15 @@ from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound
 from kueued.model.api import IN_USE_FINALIZER
 from kueued.world import World
 
-__all__ = ["Patcher", "hold_finalizers", "release_finalizers", "HOLDS_PER_PASS"]
+__all__ = ["Holds", "Patcher", "hold_finalizers", "release_finalizers", "HOLDS_PER_PASS", "HOLD_EVERY"]
 
 HOLDS_PER_PASS = 50
 """Finalizers added per publish at most: a first start on a cluster of a thousand queues Kueue
 never ran on adds them over a few seconds instead of in one burst."""
+
+HOLD_EVERY = 1.0
+"""Seconds between two looks for queues without the finalizer: a look reads every ClusterQueue
+(about 1 ms for a thousand), and the status publisher runs after every pass of a busy daemon."""
 
 log = structlog.get_logger("kueued.kube.finalizers")
 
@@ -99,6 +105,23 @@ async def hold_finalizers(client: Patcher, world: World, sent: dict[str, str]) -
     for name in [n for n in sent if n not in world.cluster_queues]:
         del sent[name]
     return held
+
+
+class Holds:
+    """:func:`hold_finalizers` at most once every :data:`HOLD_EVERY` seconds of ``clock``, with the
+    versions already patched."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.sent: dict[str, str] = {}  # ClusterQueue -> the version kueued put the finalizer on
+        self._last = -math.inf
+
+    async def hold(self, client: Patcher, world: World) -> int:
+        now = self.clock()
+        if now - self._last < HOLD_EVERY:
+            return 0
+        self._last = now
+        return await hold_finalizers(client, world, self.sent)
 
 
 def _metadata(world: World, name: str) -> tuple[dict[str, Any], list[str], str]:

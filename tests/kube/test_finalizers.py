@@ -8,7 +8,7 @@ import copy
 import anyio
 
 from kueued.kube.errors import ApiConflict, ApiUnavailable
-from kueued.kube.finalizers import hold_finalizers, release_finalizers
+from kueued.kube.finalizers import HOLD_EVERY, Holds, hold_finalizers, release_finalizers
 from kueued.model.api import IN_USE_FINALIZER
 from kueued.world import Change, World
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
@@ -133,3 +133,17 @@ def test_a_conflict_waits_for_the_version_the_watch_brings() -> None:
     labelled["metadata"]["labels"] = {"team": "x"}
     world.apply(copy.deepcopy(api.put(labelled)))
     assert anyio.run(hold_finalizers, api, world, sent) == 1
+
+
+def test_queues_are_looked_at_for_the_finalizer_once_a_second_at_most() -> None:
+    api, world, _ = _setup()
+    now = [0.0]
+    holds = Holds(lambda: now[0])
+    assert anyio.run(holds.hold, api, world) == 0  # q has it already
+    _fresh(api, world, "bare")
+    now[0] = HOLD_EVERY / 2
+    assert anyio.run(holds.hold, api, world) == 0  # too soon: not looked at
+    assert not [w for w in api.writes if w[1] == "ClusterQueue"]
+    now[0] = HOLD_EVERY
+    assert anyio.run(holds.hold, api, world) == 1
+    assert api.obj("ClusterQueue", "", "bare")["metadata"]["finalizers"] == [IN_USE_FINALIZER]
