@@ -243,7 +243,7 @@ def left_of(wl: WorkloadInfo) -> Left:
 
 
 def _state(spec: WorkloadSpec, placement: Placement | None, history: Left | None) -> WorkloadInfo:
-    wl = WorkloadInfo(spec, placement)
-    if history is not None:
-        wl.evictions, wl.victims, wl.preempting = history.evictions, set(history.victims), history.preempting
-    return wl
+    if history is None:
+        return WorkloadInfo(spec, placement)
+    return WorkloadInfo(spec, placement, evictions=history.evictions, victims=history.victims,
+                        preempting=history.preempting)

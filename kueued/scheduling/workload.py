@@ -168,7 +168,7 @@ class WorkloadInfo:
                  "placement", "evictions", "preempting", "victims")
 
     def __init__(self, spec: WorkloadSpec, placement: Placement | None = None, *,
-                 evictions: int = 0, victims: Iterable[str] = ()) -> None:
+                 evictions: int = 0, victims: Iterable[str] = (), preempting: bool = False) -> None:
         self.spec = spec
         self.key = spec.key
         self.uid = spec.uid
@@ -178,7 +178,7 @@ class WorkloadInfo:
         self.local_queue = spec.local_queue
         self.placement = placement
         self.evictions = evictions
-        self.preempting = False  # issued evictions and waits for them (its queue records the round's outcome)
+        self.preempting = preempting  # issued evictions and waits for them (its queue records the round's outcome)
         self.victims: set[str] = set(victims)  # workloads it evicted (committed; its queue records them): never twice
 
     @classmethod
@@ -189,9 +189,8 @@ class WorkloadInfo:
 
     def carry(self, spec: WorkloadSpec, placement: Placement | None) -> WorkloadInfo:
         """The state of a new version of this workload: the rest of its state goes with it."""
-        wl = WorkloadInfo(spec, placement, evictions=self.evictions, victims=self.victims)
-        wl.preempting = self.preempting
-        return wl
+        return WorkloadInfo(spec, placement, evictions=self.evictions, victims=self.victims,
+                            preempting=self.preempting)
 
     # --- the spec, read through ---------------------------------------------------------------
     @property

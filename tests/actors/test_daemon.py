@@ -20,7 +20,7 @@ def _write(path: Path, docs: list[dict]) -> None:
     path.write_text(yaml.safe_dump_all(docs))
 
 
-def _first_settle(directory: Path, look: Callable[[Any], None]) -> None:
+def _first_settle(directory: Path, look: Callable[[Any], None], port: InMemoryPort | None = None) -> None:
     """Run the daemon on ``directory`` until its first settled pass, shown to ``look``."""
     def settled(coord: Any) -> None:
         look(coord)
@@ -29,7 +29,8 @@ def _first_settle(directory: Path, look: Callable[[Any], None]) -> None:
     async def main() -> None:
         nonlocal scope
         with anyio.fail_after(20) as scope:
-            await run_daemon(directory, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
+            await run_daemon(directory, port or InMemoryPort(), interval=0.01, on_settled=settled,
+                             handle_signals=False)
 
     scope: anyio.CancelScope
     anyio.run(main)

@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from actors.daemon import run_daemon
 from kueued.kube.port import InMemoryPort
 from kueued.metrics import Metrics
+from tests.actors.test_daemon import _first_settle
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 
 
@@ -208,18 +209,8 @@ def test_an_eviction_caught_between_its_two_writes_is_resumed_at_start(tmp_path:
             resumed.append((workload, message))
 
     placed: list[dict[str, str]] = []
-
-    def settled(coord) -> None:
-        placed.append({key: p.cluster_queue for key, p in coord.world.placed.items()})
-        scope.cancel()
-
-    async def main() -> None:
-        nonlocal scope
-        with anyio.fail_after(20) as scope:
-            await run_daemon(tmp_path, Port(), interval=0.01, on_settled=settled, handle_signals=False)
-
-    scope: anyio.CancelScope
-    anyio.run(main)
+    _first_settle(tmp_path, lambda coord: placed.append({k: p.cluster_queue for k, p in coord.world.placed.items()}),
+                  Port())
     assert resumed == [("ns/v", "Preempted to accommodate ns/x")]
     # until its second phase lands the victim holds its quota where its status says
     assert placed[0] == {"ns/v": "cq", "ns/kept": "cq"}
