@@ -56,7 +56,7 @@ from kueued.config import Daemon
 from kueued.kube.commits import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.events import EventRecorder
-from kueued.kube.finalizers import Holds, release_finalizers
+from kueued.kube.finalizers import release_finalizers
 from kueued.kube.port import Condition
 from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
 from kueued.model.api import object_key
@@ -191,7 +191,6 @@ class TreeStatusPublisher:
         self._refused: dict[str, tuple[int | None, str]] = {}  # key -> (generation, errors) an Event was recorded for
         self._seen: dict[str, dict[str, Any]] = {}  # key -> the newest (refused) manifest: World.raw keeps the older
         self._released: dict[str, str] = {}  # terminating ClusterQueue -> the version its finalizer was taken off
-        self._holds = Holds(clock)  # Kueue's finalizer put on queues that lack it, once a second at most
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The recorder's writers, if there is a recorder (``await tg.start(publisher.run)``)."""
@@ -248,8 +247,7 @@ class TreeStatusPublisher:
     async def publish(self, coord: Coordinated) -> int:
         """Write what changed since the last publish (module notes); how many writes succeeded."""
         world = coord.world
-        await self._holds.hold(self.client, world)  # Kueue's finalizer on every queue
-        if world.terminating:  # and off the deleted queues nothing is admitted in any more
+        if world.terminating:  # Kueue's finalizer off the queues nothing is admitted in any more
             await release_finalizers(self.client, world, self._released)
         tokens = self.budget.available()
         if tokens < 1:
