@@ -71,7 +71,8 @@ _OWN_ANNOTATIONS = frozenset({"quota.scheduling.koordinator.sh/request", "quota.
 def _same_to_the_scheduler(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether ``new`` differs from ``old`` only where the scheduler does not look: the status it
     writes itself (a Workload's condition messages, a queue's counts), resourceVersion,
-    managedFields, an ElasticQuota's request/runtime annotations (the echo of kueued's writes)."""
+    managedFields, finalizers, an ElasticQuota's request/runtime annotations (the echo of kueued's
+    writes)."""
     if old.get("kind") != "Workload":
         return _without_own_writes(old) == _without_own_writes(new)
     if old.get("spec") != new.get("spec") or old.get("apiVersion") != new.get("apiVersion"):
@@ -99,7 +100,8 @@ def _without_own_writes(manifest: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in manifest.items() if k != "status"}
     meta = manifest.get("metadata")
     if isinstance(meta, dict):
-        meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields")}
+        # finalizers: kueued's own (kueued.kube.finalizers) and others'; read from ``raw`` when deleted
+        meta = {k: v for k, v in meta.items() if k not in ("resourceVersion", "managedFields", "finalizers")}
         annotations = meta.get("annotations")
         if isinstance(annotations, dict) and _OWN_ANNOTATIONS & annotations.keys():
             meta["annotations"] = {k: v for k, v in annotations.items() if k not in _OWN_ANNOTATIONS}

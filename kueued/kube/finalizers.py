@@ -1,28 +1,60 @@
-"""Letting go of ClusterQueues that Kueue's finalizer holds.
+"""Kueue's finalizer on ClusterQueues and ResourceFlavors: put on each, taken off once a deleted one is unused.
 
-Kueue puts ``kueue.x-k8s.io/resource-in-use`` on every ClusterQueue, so a queue deleted while
-workloads are admitted in it stays, terminating, until they are gone; Kueue then takes the
-finalizer off and the API server completes the deletion.  kueued reads the same objects (a
-cluster moving from Kueue has them everywhere) and keeps the promise: while such a queue holds
-admitted workloads it is inactive and its quota still counts (``kueued.world``); once nothing
-is admitted in it, :func:`release_finalizers` removes the finalizer with a merge patch that
-names the version kueued decided on (a 409 if the queue changed meanwhile: tried again on the
-next pass, with the version the watch brings).  Without the finalizer nothing would ever
-delete it.  kueued does not add the finalizer to queues that lack it: one deleted while in use
-is kept terminating inside kueued instead (``World.forget_terminated``).
+Kueue puts ``kueue.x-k8s.io/resource-in-use`` on every ClusterQueue and ResourceFlavor (its
+webhooks, and its controllers as a fallback), so a queue deleted while workloads are admitted in
+it stays, terminating, until they are gone, and a flavor deleted while a ClusterQueue names it
+stays until none does; Kueue then takes the finalizer off and the API server completes the
+deletion.  kueued reads the same objects (a cluster moving from Kueue has them everywhere) and
+keeps the promise both ways:
+
+* :func:`hold_finalizers` adds the finalizer to a ClusterQueue or ResourceFlavor that lacks it,
+  once kueued sees it (there is no webhook in front of kueued, so one deleted before that is not
+  held).  Without it a queue would vanish from the API server while its workloads still run:
+  kueued keeps it terminating in memory (``World.forget_terminated``), but a restart would find
+  the queue gone and its workloads' quota charged nowhere, free to be lent again.  A flavor
+  would vanish from under the queues that name it, which turn inactive (``FlavorNotFound``).
+* while a held queue has admitted workloads it is inactive and its quota still counts
+  (``kueued.world``); a held flavor stays usable, as in Kueue's cache.  Once nothing is
+  admitted in the queue, or no ClusterQueue names the flavor (terminating queues included),
+  :func:`release_finalizers` removes the finalizer.  Without that nothing would ever delete it.
+
+Both patches carry the whole finalizer list and the resourceVersion it was read at, so another
+controller's finalizer added meanwhile is never dropped: the API server refuses the stale write
+(a 409), and the patch is tried again on the version the watch brings.  Another refusal is tried
+again on the next pass; a version already patched is never patched twice.
+
+Who runs them: :class:`FinalizerKeeper`, a task of its own beside the status publisher.  Each
+publish only pokes it; a pass runs at most once per ``min_interval``, its patches a few at a
+time, holds within the status writes' budget (a first start on a thousand bare queues spreads
+them out).  Nothing waits for it: a patch stuck for a request timeout (an API server that
+stopped answering) holds back later finalizer patches, never a status write or an admission.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
+import anyio
 import structlog
+from anyio.abc import TaskStatus
 
-from kueued.kube.errors import ApiError, ApiNotFound
+from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound
 from kueued.model.api import IN_USE_FINALIZER
 from kueued.world import World
 
-__all__ = ["Patcher", "release_finalizers"]
+__all__ = ["HELD_KINDS", "HOLDS_PER_PASS", "Patcher", "Budget", "FinalizerKeeper", "hold_finalizers",
+           "release_finalizers"]
+
+HOLDS_PER_PASS = 50
+"""Finalizers added per pass at most (a pass runs at most once a second)."""
+
+HELD_KINDS = ("ClusterQueue", "ResourceFlavor")
+"""The kinds Kueue's finalizer goes on (the only kinds this module patches)."""
+
+PATCHES_AT_ONCE = 4
+"""Finalizer patches in flight at most."""
 
 log = structlog.get_logger("kueued.kube.finalizers")
 
@@ -31,31 +63,170 @@ class Patcher(Protocol):
     async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
 
-async def release_finalizers(client: Patcher, world: World, sent: dict[str, str]) -> int:
-    """Take Kueue's finalizer off every terminating ClusterQueue with nothing admitted in it;
-    ``sent`` (name -> resourceVersion patched) keeps a version from being patched twice.
-    Returns how many were let go."""
-    released = 0
-    for name in sorted(world.terminating):
-        meta = (world.raw.get(f"ClusterQueue/{name}") or {}).get("metadata") or {}
-        finalizers = meta.get("finalizers") or []
-        version = str(meta.get("resourceVersion", ""))
-        if IN_USE_FINALIZER not in finalizers or sent.get(name) == version or world.holds_admitted(name):
+class Budget(Protocol):
+    """The status writes' token bucket (``kueued.kube.status_publisher.WriteBudget``)."""
+
+    def available(self) -> int: ...
+    def spend(self, n: int) -> None: ...
+
+
+Due = tuple[str, str, str, dict[str, Any]]
+"""A patch to make: kind, name, the resourceVersion it was decided on, the body."""
+
+
+def _meta(world: World, kind: str, name: str) -> tuple[dict[str, Any], list[str], str]:
+    meta = (world.raw.get(f"{kind}/{name}") or {}).get("metadata") or {}
+    return meta, list(meta.get("finalizers") or []), str(meta.get("resourceVersion", ""))
+
+
+def _flavors_in_use(world: World) -> set[str]:
+    """Every ResourceFlavor a ClusterQueue names, terminating ones included (Kueue's
+    ``ClusterQueuesUsingFlavor``: a queue stays in its cache until the API server deletes it)."""
+    return {f.name for cq in world.cluster_queues.values() for rg in cq.spec.resource_groups for f in rg.flavors}
+
+
+def _releases_due(world: World, sent: dict[str, str]) -> Iterator[Due]:
+    """Terminating ClusterQueues with nothing admitted in them, then deleted ResourceFlavors no
+    ClusterQueue names."""
+    going = [("ClusterQueue", name) for name in sorted(world.terminating)]
+    deleted = [name for name in sorted(world.flavors)
+               if _meta(world, "ResourceFlavor", name)[0].get("deletionTimestamp")]
+    if deleted:
+        in_use = _flavors_in_use(world)
+        going += [("ResourceFlavor", name) for name in deleted if name not in in_use]
+    for kind, name in going:
+        _, finalizers, version = _meta(world, kind, name)
+        if (IN_USE_FINALIZER not in finalizers or sent.get(f"{kind}/{name}") == version
+                or (kind == "ClusterQueue" and world.holds_admitted(name))):
             continue
         body: dict[str, Any] = {"metadata": {"finalizers": [f for f in finalizers if f != IN_USE_FINALIZER]}}
         if version:
             body["metadata"]["resourceVersion"] = version
-        try:
-            await client.patch("ClusterQueue", None, name, body)
-        except ApiNotFound:
-            pass  # gone already
-        except ApiError as exc:
-            log.info("finalizer_release_refused", cluster_queue=name, error=type(exc).__name__, detail=str(exc))
-            continue
-        sent[name] = version
-        released += 1
-        log.info("cluster_queue_released", cluster_queue=name, finalizer=IN_USE_FINALIZER,
-                 reason="no workload is admitted in it any more")
-    for name in [n for n in sent if n not in world.terminating]:
-        del sent[name]
+        yield kind, name, version, body
+
+
+def _holds_due(world: World, sent: dict[str, str]) -> Iterator[Due]:
+    names: tuple[Iterable[str], ...] = (world.cluster_queues, world.flavors)
+    for kind, named in zip(HELD_KINDS, names, strict=True):
+        for name in named:
+            meta, finalizers, version = _meta(world, kind, name)
+            if (not version or meta.get("deletionTimestamp") or name in world.terminating
+                    or IN_USE_FINALIZER in finalizers or sent.get(f"{kind}/{name}") == version):
+                continue  # no version: not from the API server (a file), nothing to patch
+            yield kind, name, version, {"metadata": {"finalizers": [*finalizers, IN_USE_FINALIZER],
+                                                     "resourceVersion": version}}
+
+
+async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what: str) -> int:
+    """Patch each due object, :data:`PATCHES_AT_ONCE` at a time; how many succeeded.  ``sent``
+    (object key -> version) records a version as it is sent; a refusal other than a conflict
+    takes it back (tried again next pass; a conflict: on the version the watch brings)."""
+    done = [0]
+    limiter = anyio.CapacityLimiter(PATCHES_AT_ONCE)
+
+    async def one(kind: str, name: str, version: str, body: dict[str, Any]) -> None:
+        key, field = f"{kind}/{name}", ("cluster_queue" if kind == "ClusterQueue" else "resource_flavor")
+        async with limiter:
+            try:
+                await client.patch(kind, None, name, body)
+            except ApiNotFound:
+                return  # gone meanwhile
+            except ApiError as exc:
+                log.info(f"finalizer_{what}_refused", kind=kind, **{field: name}, error=type(exc).__name__,
+                         detail=str(exc))
+                if not isinstance(exc, ApiConflict) and sent.get(key) == version:
+                    del sent[key]
+                return
+        done[0] += 1
+        if what == "add":
+            log.info(f"{field}_held", **{field: name}, finalizer=IN_USE_FINALIZER)
+        else:
+            log.info(f"{field}_released", **{field: name}, finalizer=IN_USE_FINALIZER,
+                     reason="nothing is admitted in it any more" if kind == "ClusterQueue"
+                     else "no ClusterQueue names it any more")
+
+    async with anyio.create_task_group() as tg:
+        for kind, name, version, body in due:
+            sent[f"{kind}/{name}"] = version
+            tg.start_soon(one, kind, name, version, body)
+    return done[0]
+
+
+def _forget_gone(world: World, sent: dict[str, str], *, terminating: bool) -> None:
+    for key in list(sent):
+        kind, _, name = key.partition("/")
+        meta = _meta(world, kind, name)[0]
+        if not meta or (terminating and not meta.get("deletionTimestamp") and name not in world.terminating):
+            del sent[key]
+
+
+async def release_finalizers(client: Patcher, world: World, sent: dict[str, str]) -> int:
+    """Take Kueue's finalizer off every terminating ClusterQueue with nothing admitted in it and
+    every deleted ResourceFlavor no ClusterQueue names; ``sent`` (object key -> resourceVersion
+    patched) keeps a version from being patched twice.  Returns how many were let go."""
+    released = await _patch_all(client, list(_releases_due(world, sent)), sent, "release")
+    _forget_gone(world, sent, terminating=True)
     return released
+
+
+async def hold_finalizers(client: Patcher, world: World, sent: dict[str, str], *, limit: int = HOLDS_PER_PASS) -> int:
+    """Put Kueue's finalizer on ClusterQueues and ResourceFlavors that lack it (not on one being
+    deleted), at most ``limit``; ``sent`` (object key -> resourceVersion patched) keeps a version
+    from being patched twice.  Returns how many were patched."""
+    due: list[Due] = []
+    for item in _holds_due(world, sent):
+        if len(due) >= limit:
+            break
+        due.append(item)
+    held = await _patch_all(client, due, sent, "add")
+    _forget_gone(world, sent, terminating=False)
+    return held
+
+
+class FinalizerKeeper:
+    """Runs :func:`hold_finalizers` and :func:`release_finalizers` in a task of its own (module
+    notes): :meth:`poke` asks for a pass, :meth:`run` makes them, at most once per ``min_interval``."""
+
+    def __init__(self, client: Patcher, *, budget: Budget | None = None, min_interval: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.budget = budget
+        self.min_interval = min_interval
+        self.clock = clock
+        self.held: dict[str, str] = {}      # ClusterQueue -> the version kueued put the finalizer on
+        self.released: dict[str, str] = {}  # terminating ClusterQueue -> the version it was taken off
+        self._world: World | None = None
+        self._wake = anyio.Event()
+
+    def poke(self, world: World) -> None:
+        self._world = world
+        self._wake.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            started = self.clock()
+            if self._world is not None:
+                await self.keep(self._world)
+            await anyio.sleep(max(0.0, self.min_interval - (self.clock() - started)))
+
+    async def keep(self, world: World) -> tuple[int, int]:
+        """One pass: (finalizers added, finalizers taken off).  Holds spend from the budget."""
+        allowed = HOLDS_PER_PASS if self.budget is None else min(HOLDS_PER_PASS, self.budget.available())
+        counts = [0, 0]
+
+        async def hold() -> None:
+            counts[0] = await hold_finalizers(self.client, world, self.held, limit=allowed)
+            if self.budget is not None:
+                self.budget.spend(counts[0])
+
+        async def release() -> None:
+            counts[1] = await release_finalizers(self.client, world, self.released)
+
+        async with anyio.create_task_group() as tg:
+            if allowed > 0:
+                tg.start_soon(hold)
+            tg.start_soon(release)
+        return counts[0], counts[1]

@@ -50,10 +50,12 @@ RULES: tuple[Rule, ...] = (
     # flavor usage, fair share, and the Active condition that says why a queue is inactive.
     Rule(KUEUE_GROUP, ("clusterqueues/status", "localqueues/status", "cohorts/status"), ("patch",),
          "queue status writer: counts, usage, fair share and conditions of ClusterQueues, LocalQueues, Cohorts"),
-    # kube/finalizers.py: Kueue's resource-in-use finalizer taken off a deleted ClusterQueue once
-    # nothing is admitted in it (a merge patch of its metadata, with the version decided on).
-    Rule(KUEUE_GROUP, ("clusterqueues",), ("patch",),
-         "release_finalizers: Kueue's resource-in-use finalizer off a deleted ClusterQueue no longer in use"),
+    # kube/finalizers.py: Kueue's resource-in-use finalizer put on every ClusterQueue and
+    # ResourceFlavor that lacks it, and taken off a deleted one once it is no longer in use (merge
+    # patches of its metadata, with the version decided on).
+    Rule(KUEUE_GROUP, ("clusterqueues", "resourceflavors"), ("patch",),
+         "hold_finalizers, release_finalizers: Kueue's resource-in-use finalizer on every ClusterQueue and "
+         "ResourceFlavor, off a deleted one no longer in use"),
     # The Job integration (kube/jobs.py): a Workload per Job, kept in step with it (merge
     # patches), removed with it.
     Rule(KUEUE_GROUP, ("workloads",), ("create", "patch", "delete"),

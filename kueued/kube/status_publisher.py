@@ -56,7 +56,7 @@ from kueued.config import Daemon
 from kueued.kube.commits import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.events import EventRecorder
-from kueued.kube.finalizers import release_finalizers
+from kueued.kube.finalizers import FinalizerKeeper
 from kueued.kube.port import Condition
 from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
 from kueued.model.api import object_key
@@ -190,14 +190,16 @@ class TreeStatusPublisher:
         self._accepted: dict[str, tuple[Condition, int | None]] = {}  # key -> Accepted condition, its generation
         self._refused: dict[str, tuple[int | None, str]] = {}  # key -> (generation, errors) an Event was recorded for
         self._seen: dict[str, dict[str, Any]] = {}  # key -> the newest (refused) manifest: World.raw keeps the older
-        self._released: dict[str, str] = {}  # terminating ClusterQueue -> the version its finalizer was taken off
+        self.finalizers = FinalizerKeeper(client, budget=self.budget, clock=clock)  # Kueue's, in a task of its own
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The recorder's writers, if there is a recorder (``await tg.start(publisher.run)``)."""
-        if self.recorder is None:
+        """The finalizer keeper and the recorder's writers, if there is a recorder
+        (``await tg.start(publisher.run)``)."""
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.finalizers.run)
+            if self.recorder is not None:
+                await tg.start(self.recorder.run)
             task_status.started()
-            return
-        await self.recorder.run(task_status=task_status)
 
     # --- validation ------------------------------------------------------------------------------
     def validated(self, manifest: Mapping[str, Any], reason: str | None) -> bool:
@@ -247,8 +249,7 @@ class TreeStatusPublisher:
     async def publish(self, coord: Coordinated) -> int:
         """Write what changed since the last publish (module notes); how many writes succeeded."""
         world = coord.world
-        if world.terminating:  # Kueue's finalizer off the queues nothing is admitted in any more
-            await release_finalizers(self.client, world, self._released)
+        self.finalizers.poke(world)  # Kueue's finalizer on every queue, off deleted ones no longer in use
         tokens = self.budget.available()
         if tokens < 1:
             return 0  # nothing could be written now: not even worked out (module notes, 4)

@@ -195,6 +195,35 @@ def test_an_admission_decided_on_an_old_version_is_refused_and_writes_nothing(in
     assert "admission" not in _workload(cluster, "team-e", "w").get("status", {})
 
 
+def test_kueued_holds_a_queue_in_use_even_when_deleted_while_kueued_is_down(daemon: Daemon, tmp_path: Path) -> None:
+    """A ClusterQueue created without Kueue's finalizer (no webhook in front of kueued) is given it;
+    deleted while a workload is admitted in it and kueued is down (kill -9), the API server keeps
+    it, so the next kueued still finds it, terminating, with the workload's quota charged there;
+    once the workload finishes the deletion completes."""
+    cluster = daemon.cluster
+    ns, cq = "team-h", "cq-h"
+    _apply(cluster, *_tree(ns, cq, cpu="2"))
+    _wait(cluster, "jsonpath={.metadata.finalizers[0]}=kueue.x-k8s.io/resource-in-use", f"clusterqueue/{cq}")
+    _wait(cluster, "jsonpath={.metadata.finalizers[0]}=kueue.x-k8s.io/resource-in-use", "resourceflavor/default")
+    _apply(cluster, _unstamped(workload("w1", ns, "lq", cpu="2")))
+    _wait(cluster, f"jsonpath={{.status.admission.clusterQueue}}={cq}", "workload/w1", namespace=ns)
+    daemon.kill()
+    cluster.kubectl_run("delete", "clusterqueue", cq, "--wait=false")
+    assert cluster.kubectl_json("get", "clusterqueue", cq)["metadata"]["deletionTimestamp"]  # held, not gone
+    again = Daemon(cluster, tmp_path / "again.log").start()
+    try:
+        _wait(cluster, "jsonpath={.status.conditions[?(@.type=='Active')].reason}=Terminating", f"clusterqueue/{cq}")
+        finished = {"status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded",
+                                               "message": "done", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+        cluster.kubectl_run("patch", "workload", "w1", "-n", ns, "--subresource=status", "--type=merge",
+                            "-p", json.dumps(finished))
+        _wait(cluster, "delete", f"clusterqueue/{cq}")
+        assert any(e.get("event") == "cluster_queue_released" and e.get("cluster_queue") == cq
+                   for e in again.events())
+    finally:
+        again.stop()
+
+
 def test_a_cluster_queue_deleted_in_use_terminates_until_its_workloads_finish(daemon: Daemon) -> None:
     """A ClusterQueue carrying Kueue's finalizer (as one created under Kueue does), deleted while a
     workload is admitted in it, stays terminating: inactive, admitting nothing new, until the

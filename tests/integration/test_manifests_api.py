@@ -329,11 +329,14 @@ def test_user_kueued_gets_what_the_daemon_calls(installed, as_kueued):
     secret = installed.kubectl_run("create", "secret", "generic", "it-rbac", "-n", ns, "--from-literal=a=b",
                                    kubeconfig=as_kueued, check=False)
     assert secret.returncode != 0 and "forbidden" in secret.stderr.lower()
-    # Writing a spec is the Job integration's (Workloads) or nobody's (queues: a merge patch only takes
-    # Kueue's finalizer off a deleted ClusterQueue, never a PUT); leases only at home.
+    # Writing a spec is the Job integration's (Workloads) or nobody's (queues, flavors: a merge patch
+    # only puts Kueue's finalizer on a ClusterQueue or ResourceFlavor or takes it off, never a PUT);
+    # leases only at home.
     assert _can(installed, as_kueued, "patch", "elasticquotas.scheduling.sigs.k8s.io", "-n", ns)
     assert _can(installed, as_kueued, "patch", "clusterqueues.kueue.x-k8s.io")
     assert not _can(installed, as_kueued, "update", "clusterqueues.kueue.x-k8s.io")
+    assert _can(installed, as_kueued, "patch", "resourceflavors.kueue.x-k8s.io")
+    assert not _can(installed, as_kueued, "update", "resourceflavors.kueue.x-k8s.io")
     assert not _can(installed, as_kueued, "patch", "localqueues.kueue.x-k8s.io", "-n", ns)
     assert _can(installed, as_kueued, "update", "leases.coordination.k8s.io", "-n", "kueued-system")
     assert not _can(installed, as_kueued, "update", "leases.coordination.k8s.io", "-n", ns)

@@ -1,4 +1,5 @@
-"""Kueue's resource-in-use finalizer comes off a deleted ClusterQueue once nothing is admitted in it."""
+"""Kueue's resource-in-use finalizer goes on every ClusterQueue and ResourceFlavor and comes off a deleted
+one once it is no longer in use; the keeper that patches it never holds back a status write."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import copy
 
 import anyio
 
-from kueued.kube.errors import ApiConflict
-from kueued.kube.finalizers import release_finalizers
+from kueued.kube import finalizers
+from kueued.kube.errors import ApiConflict, ApiUnavailable
+from kueued.kube.finalizers import FinalizerKeeper, hold_finalizers, release_finalizers
+from kueued.kube.status_publisher import TreeStatusPublisher
 from kueued.model.api import IN_USE_FINALIZER
-from kueued.world import World
+from kueued.world import Change, World
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 from tests.kube.fake_api import FakeApi
+from tests.kube.test_tree_status import FakeClient, Settled, settle, team
 
 
 def _setup() -> tuple[FakeApi, World, dict]:
@@ -80,3 +84,141 @@ def test_a_queue_not_terminating_or_without_the_finalizer_is_left_alone() -> Non
     _deleting(api, world, plain)
     assert anyio.run(release_finalizers, api, world, {}) == 0
     assert not [w for w in api.writes if w[1] == "ClusterQueue"]
+
+
+def _fresh(api: FakeApi, world: World, name: str, *finalizers: str) -> dict:
+    """A ClusterQueue as the API server stores it (no webhook added Kueue's finalizer), seen by the watch."""
+    cq = cluster_queue(name, quotas("default", cpu="1"))
+    if finalizers:
+        cq["metadata"]["finalizers"] = list(finalizers)
+    stored = api.put(cq)
+    world.apply(copy.deepcopy(stored))
+    return stored
+
+
+def test_kueue_s_finalizer_is_put_on_every_queue_that_lacks_it_keeping_the_others() -> None:
+    api, world, _ = _setup()  # q has it already
+    _fresh(api, world, "bare")
+    _fresh(api, world, "other", "example.com/other")
+    world.apply(cluster_queue("from-a-file", quotas("default", cpu="1")))  # no version: not the API server's
+    sent: dict[str, str] = {}
+    assert anyio.run(hold_finalizers, api, world, sent) == 2
+    assert api.obj("ClusterQueue", "", "bare")["metadata"]["finalizers"] == [IN_USE_FINALIZER]
+    assert api.obj("ClusterQueue", "", "other")["metadata"]["finalizers"] == ["example.com/other", IN_USE_FINALIZER]
+    assert sorted(w[2] for w in api.writes if w[1] == "ClusterQueue") == ["/bare", "/other"]
+    assert anyio.run(hold_finalizers, api, world, sent) == 0  # the same versions are not patched twice
+    for name in ("bare", "other"):  # the echo: a new version with the finalizer, nothing for the scheduler
+        assert world.apply(copy.deepcopy(api.obj("ClusterQueue", "", name)))[0] is Change.NONE
+    assert anyio.run(hold_finalizers, api, world, sent) == 0
+
+
+def test_a_queue_being_deleted_is_not_held_and_a_refusal_is_tried_again() -> None:
+    api, world, _ = _setup()
+    _fresh(api, world, "bare")
+    api.fail_next.append(ApiUnavailable(503, "ServiceUnavailable", "try later"))
+    sent: dict[str, str] = {}
+    assert anyio.run(hold_finalizers, api, world, sent) == 0
+    assert anyio.run(hold_finalizers, api, world, sent) == 1  # the same version, once the server answers
+    going = _fresh(api, world, "going")
+    _deleting(api, world, going)
+    assert anyio.run(hold_finalizers, api, world, sent) == 0
+    assert "finalizers" not in (api.obj("ClusterQueue", "", "going") or {}).get("metadata", {})
+
+
+def test_a_conflict_waits_for_the_version_the_watch_brings() -> None:
+    api, world, _ = _setup()
+    stored = _fresh(api, world, "bare")
+    api.fail_next.append(ApiConflict(409, "Conflict", "the object has been modified"))
+    sent: dict[str, str] = {}
+    assert anyio.run(hold_finalizers, api, world, sent) == 0
+    assert anyio.run(hold_finalizers, api, world, sent) == 0  # not on the version it was refused for
+    labelled = copy.deepcopy(stored)
+    labelled["metadata"]["labels"] = {"team": "x"}
+    world.apply(copy.deepcopy(api.put(labelled)))
+    assert anyio.run(hold_finalizers, api, world, sent) == 1
+
+
+class _Budget:
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+    def available(self) -> int:
+        return self.tokens
+
+    def spend(self, n: int) -> None:
+        self.tokens -= n
+
+
+def test_the_keeper_adds_within_the_status_writes_budget_and_spends_from_it() -> None:
+    api, world, _ = _setup()
+    for i in range(5):
+        _fresh(api, world, f"bare-{i}")
+    budget = _Budget(3)
+    keeper = FinalizerKeeper(api, budget=budget)
+    assert anyio.run(keeper.keep, world) == (3, 0)
+    assert budget.tokens == 0
+    assert anyio.run(keeper.keep, world) == (0, 0)  # nothing left to spend: nothing patched
+    budget.tokens = 10
+    assert anyio.run(keeper.keep, world) == (2, 0)
+    assert all(IN_USE_FINALIZER in api.obj("ClusterQueue", "", f"bare-{i}")["metadata"]["finalizers"]
+               for i in range(5))
+
+
+def test_a_stuck_finalizer_patch_holds_back_no_status_write() -> None:
+    """The publisher only pokes the keeper: with every metadata patch hanging (an API server that
+    stopped answering them, until a request timeout), the queues' status is still written."""
+    world, snap = settle(*team())
+    api = FakeApi()
+    world.apply(copy.deepcopy(api.put(copy.deepcopy(world.raw["ClusterQueue/cq"]))))  # as the watch shows it
+    assert world.raw["ClusterQueue/cq"]["metadata"]["resourceVersion"]
+    client = FakeClient()
+    stuck = anyio.Event()
+    patched: list[str] = []
+
+    async def patch(kind: str, namespace: str | None, name: str, body: dict) -> dict:
+        patched.append(name)
+        await stuck.wait()
+        return await api.patch(kind, namespace, name, body)
+
+    client.patch = patch  # type: ignore[method-assign]
+    publisher = TreeStatusPublisher(client, min_interval=0.0)
+
+    async def main() -> int:
+        async with anyio.create_task_group() as tg:
+            await tg.start(publisher.run)
+            written = await publisher.publish(Settled(world, snap))
+            await api.until(lambda: patched)  # the keeper's pass is under way, and hangs
+            assert written == 2 and sorted(client.written()) == ["ClusterQueue/cq", "LocalQueue/ns/lq"]
+            stuck.set()
+            await api.until(lambda: IN_USE_FINALIZER in api.obj("ClusterQueue", "", "cq")["metadata"].get(
+                "finalizers", ()))
+            tg.cancel_scope.cancel()
+        return len(patched)
+
+    assert anyio.run(main) == 1
+
+
+def test_a_flavor_gets_the_finalizer_and_a_deleted_one_keeps_it_while_a_queue_names_it() -> None:
+    """Kueue's ResourceFlavor controller: the finalizer on every flavor; a deleted flavor is let go
+    once no ClusterQueue names it, a terminating one included."""
+    api, world, stored_q = _setup()  # q names "default" and holds Kueue's finalizer already
+    stored = api.put(flavor("default"))
+    world.apply(copy.deepcopy(stored))
+    held: dict[str, str] = {}
+    assert anyio.run(hold_finalizers, api, world, held) == 1
+    stored = api.obj("ResourceFlavor", "", "default")
+    assert stored["metadata"]["finalizers"] == [IN_USE_FINALIZER]
+    world.apply(copy.deepcopy(stored))
+    deleting = copy.deepcopy(stored)
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-26T12:00:00Z"
+    world.apply(copy.deepcopy(api.put(deleting)))
+    assert "default" in world.flavors  # still usable while held, as in Kueue's cache
+    released: dict[str, str] = {}
+    assert anyio.run(release_finalizers, api, world, released) == 0  # q still names it
+    _deleting(api, world, stored_q)  # q terminating (nothing admitted): it still names the flavor
+    assert [k for k, *_ in finalizers._releases_due(world, {})] == ["ClusterQueue"]
+    world.delete({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"}})
+    assert "q" not in world.cluster_queues
+    assert anyio.run(release_finalizers, api, world, released) == 1
+    assert api.obj("ResourceFlavor", "", "default")["metadata"]["finalizers"] == []
+    assert [w for w in api.writes if w[1] == "ResourceFlavor"] == [("patch", "ResourceFlavor", "/default")] * 2

@@ -234,7 +234,8 @@ def test_cluster_role_reads_every_kind_and_writes_only_status_annotations_finali
         ("scheduling.sigs.k8s.io", "elasticquotas/status", "patch"),
         ("scheduling.sigs.k8s.io", "elasticquotas", "patch"),
         *{("kueue.x-k8s.io", "workloads", v) for v in ("create", "patch", "delete")},
-        ("kueue.x-k8s.io", "clusterqueues", "patch"),  # Kueue's resource-in-use finalizer, taken off
+        # Kueue's resource-in-use finalizer, put on and taken off
+        ("kueue.x-k8s.io", "clusterqueues", "patch"), ("kueue.x-k8s.io", "resourceflavors", "patch"),
         ("", "events", "create"),
         ("batch", "jobs", "patch"), ("batch", "jobs/status", "patch"), ("batch", "jobs/finalizers", "update"),
     }
