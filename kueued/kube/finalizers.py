@@ -25,9 +25,10 @@ again on the next pass; a version already patched is never patched twice.
 
 Who runs them: :class:`FinalizerKeeper`, a task of its own beside the status publisher.  Each
 publish only pokes it; a pass runs at most once per ``min_interval``, its patches a few at a
-time, holds within the status writes' budget (a first start on a thousand bare queues spreads
-them out).  Nothing waits for it: a patch stuck for a request timeout (an API server that
-stopped answering) holds back later finalizer patches, never a status write or an admission.
+time.  Holds spend from the status writes' budget, half of what is left and never less than a
+trickle, so a first start on a thousand bare queues neither bursts nor starves the status writes.
+Nothing waits for it: a patch stuck for a request timeout (an API server that stopped answering)
+holds back later finalizer patches, never a status write or an admission.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ HOLDS_PER_PASS = 50
 
 HELD_KINDS = ("ClusterQueue", "ResourceFlavor")
 """The kinds Kueue's finalizer goes on (the only kinds this module patches)."""
+
+HOLDS_AT_LEAST = 2
+"""Finalizers added per pass even when the status writes have spent the whole budget: under a
+storm of status writes the holds still go out, slowly."""
 
 PATCHES_AT_ONCE = 4
 """Finalizer patches in flight at most."""
@@ -214,7 +219,9 @@ class FinalizerKeeper:
 
     async def keep(self, world: World) -> tuple[int, int]:
         """One pass: (finalizers added, finalizers taken off).  Holds spend from the budget."""
-        allowed = HOLDS_PER_PASS if self.budget is None else min(HOLDS_PER_PASS, self.budget.available())
+        allowed = HOLDS_PER_PASS
+        if self.budget is not None:  # half of what is there, and a trickle when nothing is (never starved)
+            allowed = max(HOLDS_AT_LEAST, min(HOLDS_PER_PASS, self.budget.available() // 2))
         counts = [0, 0]
 
         async def hold() -> None:
@@ -226,7 +233,6 @@ class FinalizerKeeper:
             counts[1] = await release_finalizers(self.client, world, self.released)
 
         async with anyio.create_task_group() as tg:
-            if allowed > 0:
-                tg.start_soon(hold)
+            tg.start_soon(hold)
             tg.start_soon(release)
         return counts[0], counts[1]

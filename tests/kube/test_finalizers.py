@@ -9,7 +9,7 @@ import anyio
 
 from kueued.kube import finalizers
 from kueued.kube.errors import ApiConflict, ApiUnavailable
-from kueued.kube.finalizers import FinalizerKeeper, hold_finalizers, release_finalizers
+from kueued.kube.finalizers import HOLDS_AT_LEAST, FinalizerKeeper, hold_finalizers, release_finalizers
 from kueued.kube.status_publisher import TreeStatusPublisher
 from kueued.model.api import IN_USE_FINALIZER
 from kueued.world import Change, World
@@ -150,18 +150,21 @@ class _Budget:
 
 
 def test_the_keeper_adds_within_the_status_writes_budget_and_spends_from_it() -> None:
+    """Half of the tokens left, and a trickle when none are: neither starves the other."""
     api, world, _ = _setup()
-    for i in range(5):
+    for i in range(9):
         _fresh(api, world, f"bare-{i}")
-    budget = _Budget(3)
+    budget = _Budget(6)
     keeper = FinalizerKeeper(api, budget=budget)
     assert anyio.run(keeper.keep, world) == (3, 0)
-    assert budget.tokens == 0
-    assert anyio.run(keeper.keep, world) == (0, 0)  # nothing left to spend: nothing patched
-    budget.tokens = 10
-    assert anyio.run(keeper.keep, world) == (2, 0)
+    assert budget.tokens == 3
+    budget.tokens = 0
+    assert anyio.run(keeper.keep, world) == (HOLDS_AT_LEAST, 0)  # all spent: still a trickle
+    assert budget.tokens == -HOLDS_AT_LEAST
+    budget.tokens = 100
+    assert anyio.run(keeper.keep, world) == (9 - 3 - HOLDS_AT_LEAST, 0)
     assert all(IN_USE_FINALIZER in api.obj("ClusterQueue", "", f"bare-{i}")["metadata"]["finalizers"]
-               for i in range(5))
+               for i in range(9))
 
 
 def test_a_stuck_finalizer_patch_holds_back_no_status_write() -> None:
