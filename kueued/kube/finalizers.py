@@ -1,4 +1,4 @@
-"""Kueue's finalizer on ClusterQueues and ResourceFlavors: put on each, taken off once a deleted one is unused.
+"""Kueue's finalizer on ClusterQueues, ResourceFlavors and Workloads: taken off once a deleted one is unused.
 
 Kueue puts ``kueue.x-k8s.io/resource-in-use`` on every ClusterQueue and ResourceFlavor (its
 webhooks, and its controllers as a fallback), so a queue deleted while workloads are admitted in
@@ -17,6 +17,15 @@ keeps the promise both ways:
   (``kueued.world``); a held flavor stays usable, as in Kueue's cache.  Once nothing is
   admitted in the queue, or no ClusterQueue names the flavor (terminating queues included),
   :func:`release_finalizers` removes the finalizer.  Without that nothing would ever delete it.
+* Kueue's job integration puts the same finalizer on every Workload it creates, and takes it off
+  a deleted one once its Job is done with it (Kueue's workload controller lets a Workload no Job
+  owns go at once).  kueued never adds it to a Workload, but a cluster moved from Kueue has it on
+  many: :func:`release_finalizers` takes it off a deleted Workload that has no owner or holds no
+  quota (one a Job owns waits while admitted: its pods may still run, and its quota still
+  counts), and the Job integration takes it off before deleting a Workload itself
+  (``kueued.kube.jobs``).  The publisher hands the keeper every applied version
+  (:meth:`FinalizerKeeper.observe`), so it knows which Workloads are being deleted without
+  looking at all of them.
 
 Both patches carry the whole finalizer list and the resourceVersion it was read at, so another
 controller's finalizer added meanwhile is never dropped: the API server refuses the stale write
@@ -34,7 +43,7 @@ holds back later finalizer patches, never a status write or an admission.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -42,17 +51,21 @@ import structlog
 from anyio.abc import TaskStatus
 
 from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound
-from kueued.model.api import IN_USE_FINALIZER
+from kueued.model.api import IN_USE_FINALIZER, object_key
 from kueued.world import World
 
-__all__ = ["HELD_KINDS", "HOLDS_PER_PASS", "Patcher", "Budget", "FinalizerKeeper", "hold_finalizers",
+__all__ = ["HELD_KINDS", "PATCHED_KINDS", "HOLDS_PER_PASS", "Patcher", "Budget", "FinalizerKeeper", "hold_finalizers",
            "release_finalizers"]
 
 HOLDS_PER_PASS = 50
 """Finalizers added per pass at most (a pass runs at most once a second)."""
 
 HELD_KINDS = ("ClusterQueue", "ResourceFlavor")
-"""The kinds Kueue's finalizer goes on (the only kinds this module patches)."""
+"""The kinds kueued puts Kueue's finalizer on."""
+
+PATCHED_KINDS = (*HELD_KINDS, "Workload")
+"""The kinds this module patches: a Workload's finalizer (Kueue's job integration puts it on every
+Workload it creates) is only ever taken off."""
 
 HOLDS_AT_LEAST = 2
 """Finalizers added per pass even when the status writes have spent the whole budget: under a
@@ -76,7 +89,8 @@ class Budget(Protocol):
 
 
 Due = tuple[str, str, str, dict[str, Any]]
-"""A patch to make: kind, name, the resourceVersion it was decided on, the body."""
+"""A patch to make: kind, name (``namespace/name`` for a Workload), the resourceVersion it was
+decided on, the body."""
 
 
 def _meta(world: World, kind: str, name: str) -> tuple[dict[str, Any], list[str], str]:
@@ -90,10 +104,16 @@ def _flavors_in_use(world: World) -> set[str]:
     return {f.name for cq in world.cluster_queues.values() for rg in cq.spec.resource_groups for f in rg.flavors}
 
 
-def _releases_due(world: World, sent: dict[str, str]) -> Iterator[Due]:
-    """Terminating ClusterQueues with nothing admitted in them, then deleted ResourceFlavors no
-    ClusterQueue names."""
+def _releases_due(world: World, sent: dict[str, str], deleting: Iterable[str] = ()) -> Iterator[Due]:
+    """Terminating ClusterQueues with nothing admitted in them, deleted ResourceFlavors no
+    ClusterQueue names, then the deleted Workloads of ``deleting`` (object keys) that hold no quota
+    or have no owner (Kueue's workload controller lets a bare one go at once; one a Job owns, while
+    admitted, waits for its Job to finish: its pods may still run)."""
     going = [("ClusterQueue", name) for name in sorted(world.terminating)]
+    for key in sorted(deleting):
+        name = key.split("/", 1)[1]
+        if not (name in world.placed and _meta(world, "Workload", name)[0].get("ownerReferences")):
+            going.append(("Workload", name))
     deleted = [name for name in sorted(world.flavors)
                if _meta(world, "ResourceFlavor", name)[0].get("deletionTimestamp")]
     if deleted:
@@ -130,10 +150,11 @@ async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what
     limiter = anyio.CapacityLimiter(PATCHES_AT_ONCE)
 
     async def one(kind: str, name: str, version: str, body: dict[str, Any]) -> None:
-        key, field = f"{kind}/{name}", ("cluster_queue" if kind == "ClusterQueue" else "resource_flavor")
+        key, field = f"{kind}/{name}", _FIELDS[kind]
+        namespace, _, short = name.rpartition("/")
         async with limiter:
             try:
-                await client.patch(kind, None, name, body)
+                await client.patch(kind, namespace or None, short, body)
             except ApiNotFound:
                 return  # gone meanwhile
             except ApiError as exc:
@@ -146,15 +167,18 @@ async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what
         if what == "add":
             log.info(f"{field}_held", **{field: name}, finalizer=IN_USE_FINALIZER)
         else:
-            log.info(f"{field}_released", **{field: name}, finalizer=IN_USE_FINALIZER,
-                     reason="nothing is admitted in it any more" if kind == "ClusterQueue"
-                     else "no ClusterQueue names it any more")
+            log.info(f"{field}_released", **{field: name}, finalizer=IN_USE_FINALIZER, reason=_WHY[kind])
 
     async with anyio.create_task_group() as tg:
         for kind, name, version, body in due:
             sent[f"{kind}/{name}"] = version
             tg.start_soon(one, kind, name, version, body)
     return done[0]
+
+
+_FIELDS = {"ClusterQueue": "cluster_queue", "ResourceFlavor": "resource_flavor", "Workload": "workload"}
+_WHY = {"ClusterQueue": "nothing is admitted in it any more", "ResourceFlavor": "no ClusterQueue names it any more",
+        "Workload": "deleted, and it holds no quota or has no owner"}
 
 
 def _forget_gone(world: World, sent: dict[str, str], *, terminating: bool) -> None:
@@ -165,11 +189,13 @@ def _forget_gone(world: World, sent: dict[str, str], *, terminating: bool) -> No
             del sent[key]
 
 
-async def release_finalizers(client: Patcher, world: World, sent: dict[str, str]) -> int:
-    """Take Kueue's finalizer off every terminating ClusterQueue with nothing admitted in it and
-    every deleted ResourceFlavor no ClusterQueue names; ``sent`` (object key -> resourceVersion
-    patched) keeps a version from being patched twice.  Returns how many were let go."""
-    released = await _patch_all(client, list(_releases_due(world, sent)), sent, "release")
+async def release_finalizers(client: Patcher, world: World, sent: dict[str, str], *,
+                             deleting: Iterable[str] = ()) -> int:
+    """Take Kueue's finalizer off every terminating ClusterQueue with nothing admitted in it, every
+    deleted ResourceFlavor no ClusterQueue names and the deleted Workloads of ``deleting`` that may
+    go (:func:`_releases_due`); ``sent`` (object key -> resourceVersion patched) keeps a version
+    from being patched twice.  Returns how many were let go."""
+    released = await _patch_all(client, list(_releases_due(world, sent, deleting)), sent, "release")
     _forget_gone(world, sent, terminating=True)
     return released
 
@@ -200,8 +226,24 @@ class FinalizerKeeper:
         self.clock = clock
         self.held: dict[str, str] = {}      # ClusterQueue -> the version kueued put the finalizer on
         self.released: dict[str, str] = {}  # terminating ClusterQueue -> the version it was taken off
+        self.deleting: set[str] = set()    # Workloads deleted while Kueue's finalizer holds them
         self._world: World | None = None
         self._wake = anyio.Event()
+
+    def observe(self, manifest: Mapping[str, Any]) -> None:
+        """A version of an object was applied: a deleted Workload that Kueue's finalizer holds is
+        looked at by the next passes, until it goes."""
+        if manifest.get("kind") != "Workload":
+            return
+        meta = manifest.get("metadata") or {}
+        key = object_key(dict(manifest))
+        if meta.get("deletionTimestamp") and IN_USE_FINALIZER in (meta.get("finalizers") or ()):
+            self.deleting.add(key)
+        else:
+            self.deleting.discard(key)
+
+    def forget(self, key: str) -> None:
+        self.deleting.discard(key)
 
     def poke(self, world: World) -> None:
         self._world = world
@@ -230,7 +272,7 @@ class FinalizerKeeper:
                 self.budget.spend(counts[0])
 
         async def release() -> None:
-            counts[1] = await release_finalizers(self.client, world, self.released)
+            counts[1] = await release_finalizers(self.client, world, self.released, deleting=self.deleting)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(hold)

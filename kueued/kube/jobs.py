@@ -73,6 +73,7 @@ from kueued.kube.port import Condition
 from kueued.kube.watch import ClusterSource
 from kueued.kube.watch_state import WatchClient
 from kueued.kube.workqueue import WorkQueue
+from kueued.model.api import IN_USE_FINALIZER
 from kueued.model.clock import rfc3339
 
 __all__ = ["JobController", "JobClient", "EventSink", "JobControllerStats"]
@@ -295,8 +296,15 @@ class JobController:
         self._event(job, "CreatedWorkload", f"Created Workload: {meta['namespace']}/{meta['name']}")
 
     async def _delete_workload(self, wl: dict[str, Any], *, why: str) -> None:
+        """Delete a Workload this controller no longer wants, Kueue's finalizer taken off first (a
+        Workload Kueue made carries it; Kueue's reconciler takes it off before deleting too)."""
         namespace, name = key_of(wl).split("/", 1)
+        finalizers = meta(wl).get("finalizers") or []
         try:
+            if IN_USE_FINALIZER in finalizers:
+                await self.client.patch(WORKLOAD, namespace, name, {"metadata": {
+                    "finalizers": [f for f in finalizers if f != IN_USE_FINALIZER],
+                    "resourceVersion": meta(wl).get("resourceVersion")}})
             await self.client.delete(WORKLOAD, namespace, name)
         except ApiNotFound:
             pass

@@ -57,9 +57,10 @@ RULES: tuple[Rule, ...] = (
          "hold_finalizers, release_finalizers: Kueue's resource-in-use finalizer on every ClusterQueue and "
          "ResourceFlavor, off a deleted one no longer in use"),
     # The Job integration (kube/jobs.py): a Workload per Job, kept in step with it (merge
-    # patches), removed with it.
+    # patches), removed with it; kube/finalizers.py: Kueue's finalizer off a deleted Workload.
     Rule(KUEUE_GROUP, ("workloads",), ("create", "patch", "delete"),
-         "Job integration: creates, patches and deletes the Workload that stands for a Job"),
+         "Job integration: creates, patches and deletes the Workload that stands for a Job; "
+         "release_finalizers: Kueue's resource-in-use finalizer off a deleted Workload"),
     # The ElasticQuota watch, then KubePort.annotate_quota: Koordinator's request/runtime
     # annotations are metadata, so they are a merge patch of the object itself (KubeClient.patch).
     Rule(KOORDINATOR_GROUP, ("elasticquotas",), (*_WATCH, "patch"),

@@ -128,9 +128,7 @@ def _status_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _says_refused(manifest: Mapping[str, Any]) -> bool:
-    status = manifest.get("status")
-    return isinstance(status, Mapping) and any(
-        c.get("type") == ACCEPTED and c.get("status") == "False" for c in _conditions(status))
+    return any(c.get("type") == ACCEPTED and c.get("status") == "False" for c in _conditions(_status_of(manifest)))
 
 
 def _differs(current: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -209,6 +207,7 @@ class TreeStatusPublisher:
         refusal not reported before (a status write's echo re-applies a refused version:
         it is the same refusal).  Whether this was a new refusal.
         """
+        self.finalizers.observe(manifest)  # a deleted Workload Kueue's finalizer holds
         kind = manifest.get("kind")
         if kind not in VALIDATED_KINDS:
             return False
@@ -239,6 +238,7 @@ class TreeStatusPublisher:
     def forget(self, key: str) -> None:
         """The object was deleted: nothing about it is kept (a new one of that name starts afresh)."""
         self._drop(key)
+        self.finalizers.forget(key)
         self._gone.pop(key, None)
         self._accepted.pop(key, None)
         self._refused.pop(key, None)

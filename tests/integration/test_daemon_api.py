@@ -224,6 +224,24 @@ def test_kueued_holds_a_queue_in_use_even_when_deleted_while_kueued_is_down(daem
         again.stop()
 
 
+def test_a_workload_kueue_s_finalizer_holds_is_let_go_when_deleted(daemon: Daemon) -> None:
+    """A Workload made under Kueue carries its resource-in-use finalizer; deleted, it would stay
+    terminating for ever (nothing but Kueue takes it off): kueued lets a bare one go, as Kueue's
+    workload controller does, and its quota with it."""
+    cluster = daemon.cluster
+    ns, cq = "team-i", "cq-i"
+    _apply(cluster, *_tree(ns, cq, cpu="1"))
+    held = _unstamped(workload("w1", ns, "lq", cpu="1"))
+    held["metadata"]["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
+    _apply(cluster, held)
+    _wait(cluster, f"jsonpath={{.status.admission.clusterQueue}}={cq}", "workload/w1", namespace=ns)
+    _apply(cluster, _unstamped(workload("w2", ns, "lq", cpu="1")))  # waits: w1 holds the whole quota
+    cluster.kubectl_run("delete", "workload", "w1", "-n", ns, "--wait=false")
+    _wait(cluster, "delete", "workload/w1", namespace=ns)
+    _wait(cluster, f"jsonpath={{.status.admission.clusterQueue}}={cq}", "workload/w2", namespace=ns)
+    assert any(e.get("event") == "workload_released" and e.get("workload") == f"{ns}/w1" for e in daemon.events())
+
+
 def test_a_cluster_queue_deleted_in_use_terminates_until_its_workloads_finish(daemon: Daemon) -> None:
     """A ClusterQueue carrying Kueue's finalizer (as one created under Kueue does), deleted while a
     workload is admitted in it, stays terminating: inactive, admitting nothing new, until the

@@ -225,3 +225,45 @@ def test_a_flavor_gets_the_finalizer_and_a_deleted_one_keeps_it_while_a_queue_na
     assert anyio.run(release_finalizers, api, world, released) == 1
     assert api.obj("ResourceFlavor", "", "default")["metadata"]["finalizers"] == []
     assert [w for w in api.writes if w[1] == "ResourceFlavor"] == [("patch", "ResourceFlavor", "/default")] * 2
+
+
+def _deleted_workload(api: FakeApi, world: World, keeper: FinalizerKeeper, name: str, *, owned: bool,
+                      admitted: bool) -> str:
+    """A Workload Kueue made (its finalizer on), deleted: the watch brings its deletionTimestamp."""
+    wl = workload(name, "ns", "lq", cpu="1")
+    wl["metadata"]["finalizers"] = [IN_USE_FINALIZER]
+    wl["metadata"]["deletionTimestamp"] = "2026-11-26T12:00:00Z"
+    if owned:
+        wl["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                              "uid": f"uid-{name}", "controller": True}]
+    if admitted:
+        wl["status"] = {
+            "admission": {"clusterQueue": "q", "podSetAssignments": [
+                {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}]},
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    stored = api.put(wl)
+    world.apply(copy.deepcopy(stored))
+    keeper.observe(stored)
+    return f"ns/{name}"
+
+
+def test_a_deleted_workload_goes_unless_its_job_s_pods_may_still_hold_the_quota() -> None:
+    """Kueue's workload controller lets a bare Workload go at once; one a Job owns goes once it
+    holds no quota (here: its Job finished), never while admitted (its pods may run)."""
+    api, world, _ = _setup()
+    keeper = FinalizerKeeper(api)
+    bare = _deleted_workload(api, world, keeper, "bare", owned=False, admitted=True)
+    pending = _deleted_workload(api, world, keeper, "pending", owned=True, admitted=False)
+    running = _deleted_workload(api, world, keeper, "running", owned=True, admitted=True)
+    world.take_observed()  # the admitted ones hold quota, as a scheduler that adopted them would
+    assert set(world.placed) == {bare, running}
+    assert anyio.run(keeper.keep, world) == (0, 2)
+    for key in (bare, pending):
+        assert api.obj("Workload", "ns", key.split("/")[1])["metadata"]["finalizers"] == []
+        keeper.observe(api.obj("Workload", "ns", key.split("/")[1]))  # the echo: nothing holds it now
+    assert keeper.deleting == {f"Workload/{running}"}
+    assert anyio.run(keeper.keep, world) == (0, 0)
+    world.placed.pop(running)  # its Job finished: the quota is free
+    assert anyio.run(keeper.keep, world) == (0, 1)
+    assert api.obj("Workload", "ns", "running")["metadata"]["finalizers"] == []

@@ -28,6 +28,7 @@ from kueued.kube.backoff import Backoff
 from kueued.kube.errors import ApiConflict
 from kueued.kube.jobs import JobController
 from kueued.kube.workqueue import WorkQueue
+from kueued.model.api import IN_USE_FINALIZER
 from tests.kube.fake_api import FakeApi, merge_patch
 
 NS = "team"
@@ -412,6 +413,24 @@ async def test_deleting_a_job_deletes_its_workload_and_a_restart_collects_orphan
     async with controller(api):
         await api.until(lambda: not api.all("Workload"))
     assert ("delete", "Workload", f"team/{orphan['metadata']['name']}") in api.writes
+
+
+async def test_a_workload_kueue_made_loses_kueue_s_finalizer_before_it_is_deleted() -> None:
+    """A Workload created under Kueue carries its resource-in-use finalizer: deleting it alone would
+    leave it terminating for ever, so the finalizer comes off first (others' stay)."""
+    api = setup_api(make_job())
+    async with controller(api):
+        wl = await api.until(lambda: workload_of(api))
+    api.put(_apply(wl, {"metadata": {"finalizers": [IN_USE_FINALIZER, "example.com/keep"]}}))
+    api.remove("Job", NS, "train")  # while no controller runs
+    api.writes.clear()
+    async with controller(api):
+        await api.until(lambda: not api.all("Workload"))
+    name = f"{NS}/{wl['metadata']['name']}"
+    assert api.writes == [("patch", "Workload", name), ("delete", "Workload", name)]
+    *_, (_, patched), (_, deleted) = api.history["Workload"]
+    assert (patched["type"], deleted["type"]) == ("MODIFIED", "DELETED")
+    assert patched["object"]["metadata"]["finalizers"] == ["example.com/keep"]
 
 
 async def test_a_job_recreated_under_the_same_name_gets_a_new_workload() -> None:

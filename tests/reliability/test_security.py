@@ -35,7 +35,7 @@ from kueued.config import DEFAULTS, FLAGS, Config, with_flags
 from kueued.health import Health, HealthServer
 from kueued.kube import client as kube_client
 from kueued.kube.client import EVENT, JOB, KINDS, LEASE, Kind
-from kueued.kube.finalizers import HELD_KINDS
+from kueued.kube.finalizers import PATCHED_KINDS
 from kueued.kube.manifests import render
 from kueued.kube.tree_status import STATUS_KINDS
 
@@ -57,7 +57,7 @@ DYNAMIC: dict[tuple[str, str], tuple[frozenset[Kind], str]] = {
     ("TreeStatusPublisher", "desired.kind"): (frozenset(KINDS[k] for k in STATUS_KINDS),
                                            "the tree status and Accepted conditions: STATUS_KINDS only"),
     ("KubeLeases", "kind"): (frozenset({LEASE}), "KubeLeases serves the LeaderElector, which names LEASE only"),
-    ("finalizers", "kind"): (frozenset(KINDS[k] for k in HELD_KINDS), "Kueue's finalizer: HELD_KINDS only"),
+    ("finalizers", "kind"): (frozenset(KINDS[k] for k in PATCHED_KINDS), "Kueue's finalizer: PATCHED_KINDS only"),
 }
 """Call sites whose kind is computed: (the class they are in, the kind expression) -> (the kinds it can be, why)."""
 
