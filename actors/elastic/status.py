@@ -7,7 +7,10 @@ patched only when a value changed, zeros removed before comparing (quotav1.Remov
 so an idle lender never gets ``{"cpu":"0"}`` written over nothing.  kueued does the same
 after every settled batch, through the API port.  What was last written is remembered
 here; until something is written, the object's own annotations stand for it (an object
-that already says the right thing is not patched again after a restart).
+that already says the right thing is not patched again after a restart).  A refused write may
+still have landed (an answer lost on the way back), so until a write to that object succeeds
+what it says is unknown: its next publish writes both annotations, and its next condition is
+written whatever it is.
 
 Validation: Koordinator's webhook refuses a bad ElasticQuota at apply time.  kueued reads
 objects from a source that cannot refuse them, so it leaves the earlier version in force
@@ -63,6 +66,7 @@ class StatusWriter:
         self.port = port
         self._last: dict[str, dict[str, dict[str, int]]] = {}  # quota -> annotation -> amounts written
         self._conditions: dict[str, Condition] = {}  # quota -> the Accepted condition last written
+        self._doubt: set[str] = set()  # quotas whose last annotation write failed (module notes)
 
     async def publish(self, quota: Mapping[str, Any], *, request: Amounts, runtime: Amounts) -> bool:
         """Write the group's request and runtime where they moved; whether anything was written."""
@@ -71,13 +75,15 @@ class StatusWriter:
         moved: dict[str, dict[str, int]] = {}
         for key, amounts in ((k.ANNOTATION_REQUEST, request), (k.ANNOTATION_RUNTIME, runtime)):
             before = last[key] if key in last else _written(quota, key)
-            if _nonzero(before) != _nonzero(amounts):
+            if name in self._doubt or _nonzero(before) != _nonzero(amounts):
                 moved[key] = dict(amounts)
         if not moved:
             return False
         if not await self.port.annotate_quota(name, namespace=namespace,
                                               annotations={key: _encode(v) for key, v in moved.items()}):
-            return False  # refused: tried again after the next batch
+            self._doubt.add(name)  # refused: tried again after the next batch
+            return False
+        self._doubt.discard(name)
         last.update(moved)
         log.info("elastic_quota_status", quota=name, **{key.rsplit("/", 1)[1]: _encode(v) for key, v in moved.items()})
         return True
@@ -90,13 +96,14 @@ class StatusWriter:
         before = self._conditions.get(name)
         if reason is not None:
             condition = Condition(ACCEPTED, "False", "ValidationFailed", reason)
-        elif before is not None and before.status == "False":
+        elif before is not None and before.status != "True":  # refused, or in doubt
             condition = Condition(ACCEPTED, "True", "Valid", "the current version passed validation")
         else:
             return False  # accepted and never refused: nothing to correct
         if condition == before:
             return False
         if not await self.port.set_quota_condition(name, namespace=namespace, condition=condition):
+            self._conditions[name] = _IN_DOUBT
             return False
         self._conditions[name] = condition
         return True
@@ -105,3 +112,7 @@ class StatusWriter:
         """The ElasticQuota is gone: a new one of that name starts from its own annotations."""
         self._last.pop(name, None)
         self._conditions.pop(name, None)
+        self._doubt.discard(name)
+
+
+_IN_DOUBT = Condition(ACCEPTED, "Unknown", "WriteFailed", "the last write was refused: it may have landed")

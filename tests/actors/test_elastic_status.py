@@ -87,3 +87,58 @@ def test_the_accepted_condition_follows_validation() -> None:
         Condition("Accepted", "False", "ValidationFailed", "spec.min.cpu: min 5 > max 4"),
         Condition("Accepted", "True", "Valid", "the current version passed validation"),
     ]
+
+
+class LosingPort(InMemoryPort):
+    """Applies the next write it is told to lose, then answers as a refusal (the connection reset
+    after the API server applied it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose = 0
+
+    async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
+        await super().annotate_quota(quota, namespace=namespace, annotations=annotations)
+        if self.lose:
+            self.lose -= 1
+            return False
+        return True
+
+    async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
+        await super().set_quota_condition(quota, namespace=namespace, condition=condition)
+        if self.lose:
+            self.lose -= 1
+            return False
+        return True
+
+
+def test_a_write_whose_answer_was_lost_is_written_again_even_when_back_to_the_last_value() -> None:
+    """1 cpu written; 2 written but the answer lost (applied); back to 1: written, not taken as there."""
+    port = LosingPort()
+    writer = StatusWriter(port)
+    quota = EQ("team-a").max(cpu="4").build()
+
+    async def main() -> list[bool]:
+        first = await writer.publish(quota, request=milli(cpu="1"), runtime=milli(cpu="1"))
+        port.lose = 1
+        lost = await writer.publish(quota, request=milli(cpu="2"), runtime=milli(cpu="2"))
+        return [first, lost, await writer.publish(quota, request=milli(cpu="1"), runtime=milli(cpu="1"))]
+
+    assert anyio.run(main) == [True, False, True]
+    assert port.annotations("team-a") == {REQUEST: '{"cpu":"1"}', RUNTIME: '{"cpu":"1"}'}
+
+
+def test_a_condition_whose_answer_was_lost_is_written_again() -> None:
+    """Refused, then accepted (written, answer lost), then refused again: the refusal is written."""
+    port = LosingPort()
+    writer = StatusWriter(port)
+    quota = EQ("team-a").max(cpu="4").build()
+    refusal = "spec.min.cpu: min 5 > max 4"
+
+    async def main() -> list[bool]:
+        first = await writer.validated(quota, refusal)
+        port.lose = 1
+        lost = await writer.validated(quota, None)
+        return [first, lost, await writer.validated(quota, refusal), await writer.validated(quota, None)]
+
+    assert anyio.run(main) == [True, False, True, True]
