@@ -20,7 +20,8 @@ read Kueue's:
 - **Pending**: ``QuotaReserved=False`` with reason ``Pending`` and the sentence kueued already
   builds, written only when it changes and at most once per ``pending_interval`` seconds
   per workload (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush,
-  and one the Workload already shows (a restart) is not written again.
+  and one the Workload already shows (a restart) is not written again, unless a write to it was
+  refused since (it may have landed: until one succeeds, what the Workload shows is unknown).
 - **ElasticQuota**: the request/runtime annotations (a merge patch on the object) and the
   ``Accepted`` condition on its status.
 
@@ -129,6 +130,7 @@ class KubePort:
         self.timings: deque[tuple[str, float]] = deque(maxlen=TIMINGS_KEPT)  # (kind, seconds) per commit call
         self._pending_written: dict[str, tuple[str, float]] = {}
         self._pending_due: dict[str, str] = {}
+        self._pending_doubt: set[str] = set()  # a pending write refused: it may have landed all the same
         self._evicting: dict[str, str] = {}  # workload -> eviction message: phase two still to write
 
     # --- admission ---------------------------------------------------------------------------
@@ -227,7 +229,7 @@ class KubePort:
     def pending(self, workload: str, message: str) -> None:
         """Say why ``workload`` waits; written by :meth:`flush_pending` when it changed."""
         last = self._pending_written.get(workload)
-        if last is None or last[0] != message:
+        if last is None or last[0] != message or workload in self._pending_doubt:
             self._pending_due[workload] = message
         else:
             self._pending_due.pop(workload, None)
@@ -235,6 +237,7 @@ class KubePort:
     def forget(self, workload: str) -> None:
         self._pending_written.pop(workload, None)
         self._pending_due.pop(workload, None)
+        self._pending_doubt.discard(workload)
         self._evicting.pop(workload, None)
 
     async def flush_pending(self) -> int:
@@ -252,7 +255,7 @@ class KubePort:
             manifest = self.manifest_of(workload)
             if manifest is None or _dict(manifest.get("status")).get("admission"):
                 continue  # gone, or admitted meanwhile (an echo not seen yet): no pending condition over it
-            if _pending_says(manifest, message):  # already there (a restart): nothing to write
+            if workload not in self._pending_doubt and _pending_says(manifest, message):  # a restart
                 self._pending_written[workload] = (message, now)
                 continue
             due.append((workload, message, manifest))
@@ -266,9 +269,11 @@ class KubePort:
                                          conditional=False)
                 if await self._write(workload, body, what="pending"):
                     self._pending_written[workload] = (message, now)
+                    self._pending_doubt.discard(workload)
                     written += 1
                 else:  # still due (unless a newer reason came meanwhile): nobody will say it again
                     self._pending_due.setdefault(workload, message)
+                    self._pending_doubt.add(workload)  # what it shows is unknown until a write succeeds
 
         async with anyio.create_task_group() as tg:
             for item in due:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kueued.kube.commits import PENDING_PER_FLUSH, KubePort, merge_conditions
-from kueued.kube.errors import ApiConflict
+from kueued.kube.errors import ApiConflict, ApiUnavailable
 from kueued.kube.port import Condition
 
 
@@ -120,3 +120,29 @@ def test_conditions_are_set_by_type_and_keep_their_transition_time_when_unchange
     assert by_type["QuotaReserved"]["lastTransitionTime"] == "t0" and by_type["QuotaReserved"]["message"] == "new words"
     assert by_type["Admitted"]["lastTransitionTime"] == "t1" and by_type["Admitted"]["observedGeneration"] == 3
     assert by_type["Other"] == current[1]
+
+
+async def test_a_pending_reason_whose_answer_was_lost_is_written_again_when_back_to_the_last_one() -> None:
+    """A written; B applied but its answer lost; A again: A is written, not taken as already there
+    (neither from what was last written nor from the Workload as last seen, which still says A)."""
+    now = [0.0]
+    manifest = _workload()
+    port, client = _port(manifest, now)
+    port.pending("ns/w", "A")
+    assert await port.flush_pending() == 1
+    manifest["status"] = client.writes[-1][2]["status"]  # the watch brings A
+    real = client.patch_status
+
+    async def lost(kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict:
+        await real(kind, namespace, name, body)
+        raise ApiUnavailable(None, "ConnectionError", "connection reset by peer")
+
+    client.patch_status = lost  # type: ignore[method-assign]
+    now[0] = 10.0
+    port.pending("ns/w", "B")
+    assert await port.flush_pending() == 0
+    client.patch_status = real  # type: ignore[method-assign]
+    now[0] = 20.0
+    port.pending("ns/w", "A")
+    assert await port.flush_pending() == 1
+    assert [body["status"]["conditions"][0]["message"] for _, _, body in client.writes] == ["A", "B", "A"]
