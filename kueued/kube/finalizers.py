@@ -1,4 +1,4 @@
-"""Kueue's finalizer on ClusterQueues, ResourceFlavors and Workloads: taken off once a deleted one is unused.
+"""Kueue's finalizer: put on ClusterQueues and ResourceFlavors, off deleted ones (and Workloads) once unused.
 
 Kueue puts ``kueue.x-k8s.io/resource-in-use`` on every ClusterQueue and ResourceFlavor (its
 webhooks, and its controllers as a fallback), so a queue deleted while workloads are admitted in
@@ -93,6 +93,12 @@ Due = tuple[str, str, str, dict[str, Any]]
 decided on, the body."""
 
 
+_FIELDS = {"ClusterQueue": "cluster_queue", "ResourceFlavor": "resource_flavor", "Workload": "workload"}
+"""The log field that names an object of each kind."""
+_WHY = {"ClusterQueue": "nothing is admitted in it any more", "ResourceFlavor": "no ClusterQueue names it any more",
+        "Workload": "deleted, and it holds no quota or has no owner"}
+
+
 def _meta(world: World, kind: str, name: str) -> tuple[dict[str, Any], list[str], str]:
     meta = (world.raw.get(f"{kind}/{name}") or {}).get("metadata") or {}
     return meta, list(meta.get("finalizers") or []), str(meta.get("resourceVersion", ""))
@@ -105,10 +111,10 @@ def _flavors_in_use(world: World) -> set[str]:
 
 
 def _releases_due(world: World, sent: dict[str, str], deleting: Iterable[str] = ()) -> Iterator[Due]:
-    """Terminating ClusterQueues with nothing admitted in them, deleted ResourceFlavors no
-    ClusterQueue names, then the deleted Workloads of ``deleting`` (object keys) that hold no quota
-    or have no owner (Kueue's workload controller lets a bare one go at once; one a Job owns, while
-    admitted, waits for its Job to finish: its pods may still run)."""
+    """Terminating ClusterQueues with nothing admitted in them; the deleted Workloads of ``deleting``
+    (object keys) that hold no quota or have no owner (Kueue's workload controller lets a bare one
+    go at once; one a Job owns, while admitted, waits for its Job to finish: its pods may still
+    run); deleted ResourceFlavors no ClusterQueue names."""
     going = [("ClusterQueue", name) for name in sorted(world.terminating)]
     for key in sorted(deleting):
         name = key.split("/", 1)[1]
@@ -135,7 +141,7 @@ def _holds_due(world: World, sent: dict[str, str]) -> Iterator[Due]:
     for kind, named in zip(HELD_KINDS, names, strict=True):
         for name in named:
             meta, finalizers, version = _meta(world, kind, name)
-            if (not version or meta.get("deletionTimestamp") or name in world.terminating
+            if (not version or meta.get("deletionTimestamp") or (kind == "ClusterQueue" and name in world.terminating)
                     or IN_USE_FINALIZER in finalizers or sent.get(f"{kind}/{name}") == version):
                 continue  # no version: not from the API server (a file), nothing to patch
             yield kind, name, version, {"metadata": {"finalizers": [*finalizers, IN_USE_FINALIZER],
@@ -174,11 +180,6 @@ async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what
             sent[f"{kind}/{name}"] = version
             tg.start_soon(one, kind, name, version, body)
     return done[0]
-
-
-_FIELDS = {"ClusterQueue": "cluster_queue", "ResourceFlavor": "resource_flavor", "Workload": "workload"}
-_WHY = {"ClusterQueue": "nothing is admitted in it any more", "ResourceFlavor": "no ClusterQueue names it any more",
-        "Workload": "deleted, and it holds no quota or has no owner"}
 
 
 def _forget_gone(world: World, sent: dict[str, str], *, terminating: bool) -> None:
