@@ -267,3 +267,12 @@ def test_a_deleted_workload_goes_unless_its_job_s_pods_may_still_hold_the_quota(
     world.placed.pop(running)  # its Job finished: the quota is free
     assert anyio.run(keeper.keep, world) == (0, 1)
     assert api.obj("Workload", "ns", "running")["metadata"]["finalizers"] == []
+
+
+def test_a_flavor_named_like_a_terminating_queue_is_still_held() -> None:
+    api, world, stored = _setup()  # ClusterQueue q, held by Kueue's finalizer
+    _deleting(api, world, stored)
+    assert world.terminating == {"q"}
+    world.apply(copy.deepcopy(api.put(flavor("q"))))
+    assert anyio.run(hold_finalizers, api, world, {}) == 1
+    assert api.obj("ResourceFlavor", "", "q")["metadata"]["finalizers"] == [IN_USE_FINALIZER]
