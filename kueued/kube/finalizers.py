@@ -50,7 +50,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound
+from kueued.kube.errors import ApiConflict, ApiError, ApiForbidden, ApiInvalid, ApiNotFound
 from kueued.model.api import IN_USE_FINALIZER, object_key
 from kueued.world import World
 
@@ -92,6 +92,9 @@ Due = tuple[str, str, str, dict[str, Any]]
 """A patch to make: kind, name (``namespace/name`` for a Workload), the resourceVersion it was
 decided on, the body."""
 
+
+_FINAL = (ApiConflict, ApiForbidden, ApiInvalid)
+"""Refusals that the same patch of the same version would meet again."""
 
 _FIELDS = {"ClusterQueue": "cluster_queue", "ResourceFlavor": "resource_flavor", "Workload": "workload"}
 """The log field that names an object of each kind."""
@@ -150,8 +153,9 @@ def _holds_due(world: World, sent: dict[str, str]) -> Iterator[Due]:
 
 async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what: str) -> int:
     """Patch each due object, :data:`PATCHES_AT_ONCE` at a time; how many succeeded.  ``sent``
-    (object key -> version) records a version as it is sent; a refusal other than a conflict
-    takes it back (tried again next pass; a conflict: on the version the watch brings)."""
+    (object key -> version) records a version as it is sent; a refusal worth retrying takes it
+    back (tried again next pass); a conflict, a 403 (kueued's role lacks the grant) or a 422 waits
+    for the next version the watch brings, so none is logged once a second."""
     done = [0]
     limiter = anyio.CapacityLimiter(PATCHES_AT_ONCE)
 
@@ -166,7 +170,7 @@ async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what
             except ApiError as exc:
                 log.info(f"finalizer_{what}_refused", kind=kind, **{field: name}, error=type(exc).__name__,
                          detail=str(exc))
-                if not isinstance(exc, ApiConflict) and sent.get(key) == version:
+                if not isinstance(exc, _FINAL) and sent.get(key) == version:
                     del sent[key]
                 return
         done[0] += 1

@@ -8,7 +8,7 @@ import copy
 import anyio
 
 from kueued.kube import finalizers
-from kueued.kube.errors import ApiConflict, ApiUnavailable
+from kueued.kube.errors import ApiConflict, ApiForbidden, ApiUnavailable
 from kueued.kube.finalizers import HOLDS_AT_LEAST, FinalizerKeeper, hold_finalizers, release_finalizers
 from kueued.kube.status_publisher import TreeStatusPublisher
 from kueued.model.api import IN_USE_FINALIZER
@@ -276,3 +276,19 @@ def test_a_flavor_named_like_a_terminating_queue_is_still_held() -> None:
     world.apply(copy.deepcopy(api.put(flavor("q"))))
     assert anyio.run(hold_finalizers, api, world, {}) == 1
     assert api.obj("ResourceFlavor", "", "q")["metadata"]["finalizers"] == [IN_USE_FINALIZER]
+
+
+def test_a_forbidden_patch_waits_for_the_next_version_instead_of_every_pass() -> None:
+    """An RBAC role from before kueued patched flavors: refused once per version, not once a second."""
+    api, world, _ = _setup()
+    stored = api.put(flavor("gpu"))
+    world.apply(copy.deepcopy(stored))
+    api.fail_next.append(ApiForbidden(403, "Forbidden", "cannot patch resource resourceflavors"))
+    sent: dict[str, str] = {}
+    assert anyio.run(hold_finalizers, api, world, sent) == 0
+    assert anyio.run(hold_finalizers, api, world, sent) == 0
+    assert [w for w in api.writes if w[1] == "ResourceFlavor"] == [("patch", "ResourceFlavor", "/gpu")]
+    labelled = copy.deepcopy(stored)
+    labelled["metadata"]["labels"] = {"pool": "a"}
+    world.apply(copy.deepcopy(api.put(labelled)))  # a new version (or a restart, as an upgrade of the role is)
+    assert anyio.run(hold_finalizers, api, world, sent) == 1
