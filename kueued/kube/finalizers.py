@@ -21,9 +21,9 @@ keeps the promise both ways:
   a deleted one once its Job is done with it (Kueue's workload controller lets a Workload no Job
   owns go at once).  kueued never adds it to a Workload, but a cluster moved from Kueue has it on
   many: :func:`release_finalizers` takes it off a deleted Workload that has no owner or holds no
-  quota (one a Job owns waits while admitted: its pods may still run, and its quota still
-  counts), and the Job integration takes it off before deleting a Workload itself
-  (``kueued.kube.jobs``).  The publisher hands the keeper every applied version
+  quota.  One a Job owns, while admitted, is the Job integration's (``kueued.kube.jobs``): it
+  stops the Job, then takes the finalizer off, as Kueue's reconciler does (until then its pods
+  may run and its quota still counts); it also takes it off before deleting a Workload itself.  The publisher hands the keeper every applied version
   (:meth:`FinalizerKeeper.observe`), so it knows which Workloads are being deleted without
   looking at all of them.
 
@@ -116,8 +116,8 @@ def _flavors_in_use(world: World) -> set[str]:
 def _releases_due(world: World, sent: dict[str, str], deleting: Iterable[str] = ()) -> Iterator[Due]:
     """Terminating ClusterQueues with nothing admitted in them; the deleted Workloads of ``deleting``
     (object keys) that hold no quota or have no owner (Kueue's workload controller lets a bare one
-    go at once; one a Job owns, while admitted, waits for its Job to finish: its pods may still
-    run); deleted ResourceFlavors no ClusterQueue names."""
+    go at once; one a Job owns, while admitted, is let go by the Job integration once it has
+    stopped the Job); deleted ResourceFlavors no ClusterQueue names."""
     going = [("ClusterQueue", name) for name in sorted(world.terminating)]
     for key in sorted(deleting):
         name = key.split("/", 1)[1]

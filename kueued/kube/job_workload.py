@@ -44,10 +44,12 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from kueued.model.api import IN_USE_FINALIZER
+
 __all__ = [
     "QUEUE_LABEL", "PRIORITY_CLASS_LABEL", "JOB_UID_LABEL", "ORIGINAL_ANNOTATION", "POD_SET", "MANAGED_LABELS",
     "FAILED_TO_START", "Priority", "Step", "Done", "Wait", "CreateWorkload", "DeleteWorkloads",
-    "UpdatePodSets", "MoveQueue", "Suspend", "ResetStartTime", "Restore", "Start", "Finish",
+    "UpdatePodSets", "MoveQueue", "Suspend", "ResetStartTime", "Restore", "Start", "Finish", "Release",
     "workload_name", "queue_name", "job_finished", "pod_count", "pod_sets", "build_workload", "equivalent",
     "condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid", "decide",
 ]
@@ -127,6 +129,12 @@ class Finish(Step, frozen=True, tag=True):
     workload: str = ""
     reason: str = ""
     message: str = ""
+
+
+class Release(Step, frozen=True, tag=True):
+    """Take Kueue's finalizer off a deleted Workload once its Job is stopped (Kueue's reconciler)."""
+
+    workload: str = ""
 
 
 # ---- reading manifests --------------------------------------------------------------------------
@@ -294,9 +302,9 @@ def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
     """The next write for a managed ``job`` whose Workloads (controlled by this Job's uid) are ``workloads``.
 
     Kueue's ``ReconcileGenericJob`` order: a finished Job finishes its Workload; one Workload
-    per Job; a Workload that no longer matches is updated (pending) or replaced; an eviction
-    or a lost admission stops the Job; an admission starts it; a queue label change moves a
-    pending Workload.
+    per Job; a Workload that no longer matches is updated (pending) or replaced; an eviction, a
+    lost admission or the Workload's deletion stops the Job (a deleted one then loses Kueue's
+    finalizer); an admission starts it; a queue label change moves a pending Workload.
     """
     meta = _meta(job)
     expected = workload_name(str(meta.get("name", "")), str(meta.get("uid", "")))
@@ -312,17 +320,25 @@ def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
         return DeleteWorkloads(names=tuple(_name(w) for w in ordered[1:]), why="more than one workload")
     if match is not None and condition_true(match, "Finished"):
         return Done(why="workload finished")
-    startable = match is not None and equivalent(job, match) and is_admitted(match) and not is_evicted(match)
+    deleting = match is not None and bool(_meta(match).get("deletionTimestamp"))
+    startable = (match is not None and not deleting and equivalent(job, match) and is_admitted(match)
+                 and not is_evicted(match))
     annotated = ORIGINAL_ANNOTATION in _dict(meta.get("annotations"))
     running = not suspended(job)
     if running and not startable:
-        why = ("no workload" if match is None else "workload evicted" if is_evicted(match)
+        why = ("no workload" if match is None else "workload deleted" if deleting
+               else "workload evicted" if is_evicted(match)
                else "workload changed" if not equivalent(job, match) else "workload not admitted")
         return Suspend(why=why)
     if not running and annotated and not startable:  # a stop to finish: the template still has the flavors'
         if _dict(job.get("status")).get("startTime"):
             return ResetStartTime(why="restore the template")
         return Restore(workload=_name(match) if match is not None else "", why="stopped")
+    if deleting:  # stopped: Kueue's finalizer (a Workload made under Kueue) holds it no longer
+        assert match is not None
+        if IN_USE_FINALIZER in _list(_meta(match).get("finalizers")):
+            return Release(workload=_name(match), why="workload deleted")
+        return Wait(why="workload being deleted")
     if match is None:
         if _int(_dict(job.get("status")).get("active"), 0) > 0:
             return Wait(why="pods still active")

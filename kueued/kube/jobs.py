@@ -12,7 +12,8 @@ two as Kueue's job framework does (``pkg/controller/jobframework/reconciler.go``
   assigned flavors' node labels and tolerations merged into its pod template (the original
   kept in an annotation), in one conditional merge patch;
 - **evicted** (``Evicted=True``, or the admission gone while it runs), the Job is suspended
-  and its template restored;
+  and its template restored; so is a Job whose Workload is **deleted** while Kueue's finalizer
+  holds it (one made under Kueue), and the finalizer then taken off, as Kueue's reconciler does;
 - **finished** (``Complete`` or ``Failed``), its Workload gets ``Finished=True``, and
   kueued's World frees the quota;
 - **deleted**, its Workload is deleted: without kube-controller-manager no garbage
@@ -273,6 +274,8 @@ class JobController:
                                       why=step.why)
             case jw.Start(workload=wl_name):
                 await self._start(job, owned[wl_name])
+            case jw.Release(workload=wl_name):
+                await self._release_workload(owned[wl_name], why=step.why)
             case jw.Finish(workload=wl_name, reason=reason, message=message):
                 await self._finish(owned[wl_name], reason, message or f"Job {reason.lower()}")
                 self._event(job, "FinishedWorkload", f"Workload '{namespace}/{wl_name}' is declared finished")
@@ -299,18 +302,21 @@ class JobController:
         """Delete a Workload this controller no longer wants, Kueue's finalizer taken off first (a
         Workload Kueue made carries it; Kueue's reconciler takes it off before deleting too)."""
         namespace, name = key_of(wl).split("/", 1)
-        finalizers = meta(wl).get("finalizers") or []
         try:
-            if IN_USE_FINALIZER in finalizers:
-                await self.client.patch(WORKLOAD, namespace, name, {"metadata": {
-                    "finalizers": [f for f in finalizers if f != IN_USE_FINALIZER],
-                    "resourceVersion": meta(wl).get("resourceVersion")}})
+            if IN_USE_FINALIZER in (meta(wl).get("finalizers") or []):
+                await self._release_workload(wl, why=why)
             await self.client.delete(WORKLOAD, namespace, name)
         except ApiNotFound:
             pass
         self.cache.observe("delete", wl)
         self.counts["workload_deleted"] += 1
         log.info("job_workload_deleted", workload=f"{namespace}/{name}", why=why)
+
+    async def _release_workload(self, wl: dict[str, Any], *, why: str) -> None:
+        """Kueue's finalizer off ``wl`` (the rest kept), on the version decided on."""
+        finalizers = [f for f in meta(wl).get("finalizers") or [] if f != IN_USE_FINALIZER]
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta(wl).get("resourceVersion")}}
+        await self._write_workload(wl, body, action="workload_released", why=why, finalizer=IN_USE_FINALIZER)
 
     async def _write_workload(self, wl: dict[str, Any], body: dict[str, Any], *, action: str, why: str,
                               status: bool = False, **fields: Any) -> None:

@@ -433,6 +433,24 @@ async def test_a_workload_kueue_made_loses_kueue_s_finalizer_before_it_is_delete
     assert patched["object"]["metadata"]["finalizers"] == ["example.com/keep"]
 
 
+async def test_a_deleted_workload_held_by_kueue_s_finalizer_stops_its_job_then_lets_go() -> None:
+    """Kueue's reconciler: a Workload being deleted stops its Job (suspended, template restored),
+    then loses the finalizer, so the API server can complete the deletion and the quota is free."""
+    api = setup_api(make_job(node_selector={"team": "a"}))
+    async with controller(api):
+        admit_in(api, await api.until(lambda: workload_of(api)))
+        await api.until(lambda: not api.obj("Job", NS, "train")["spec"]["suspend"])
+        wl = workload_of(api)
+        api.put(_apply(wl, {"metadata": {"finalizers": [IN_USE_FINALIZER, "example.com/keep"],
+                                         "deletionTimestamp": "2026-11-26T12:00:00Z"}}))
+        await api.until(lambda: workload_of(api)["metadata"]["finalizers"] == ["example.com/keep"])
+    job = api.obj("Job", NS, "train")
+    assert job["spec"]["suspend"] is True
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"team": "a"}  # the flavors' labels taken out
+    name = f"{NS}/{wl['metadata']['name']}"
+    assert [w for w in api.writes if w[1] == "Workload"][-1] == ("patch", "Workload", name)
+
+
 async def test_a_job_recreated_under_the_same_name_gets_a_new_workload() -> None:
     api = setup_api(make_job())
     async with controller(api):
