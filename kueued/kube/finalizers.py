@@ -23,9 +23,9 @@ keeps the promise both ways:
   many: :func:`release_finalizers` takes it off a deleted Workload that has no owner or holds no
   quota.  One a Job owns, while admitted, is the Job integration's (``kueued.kube.jobs``): it
   stops the Job, then takes the finalizer off, as Kueue's reconciler does (until then its pods
-  may run and its quota still counts); it also takes it off before deleting a Workload itself.  The publisher hands the keeper every applied version
-  (:meth:`FinalizerKeeper.observe`), so it knows which Workloads are being deleted without
-  looking at all of them.
+  may run and its quota still counts); it also takes it off before deleting a Workload itself.
+  The publisher hands the keeper every applied version (:meth:`FinalizerKeeper.observe`), so it
+  knows which Workloads are being deleted without looking at all of them.
 
 Both patches carry the whole finalizer list and the resourceVersion it was read at, so another
 controller's finalizer added meanwhile is never dropped: the API server refuses the stale write
