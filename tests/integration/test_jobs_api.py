@@ -228,3 +228,24 @@ def test_deleting_a_job_deletes_its_workload(cluster: Any) -> None:
     _wait(cluster, "jsonpath={.spec.suspend}=false", "job/waiting", ns)  # its quota is free again
     cluster.kubectl_run("delete", "job", "waiting", "-n", ns)
     _wait(cluster, "delete", f"workload/{waiting}", ns)
+
+
+def test_a_workload_made_under_kueue_deleted_stops_its_job_and_goes(cluster: Any, tmp_path: Path) -> None:
+    """A Workload carrying Kueue's finalizer (as one Kueue made does) is deleted while its Job runs:
+    as Kueue's reconciler, kueued stops the Job, then takes the finalizer off, so the deletion
+    completes; the Job, suspended again, gets a new Workload and is admitted again."""
+    ns = "jobs-wl-deleted"
+    _apply(cluster, *_tree(ns, flavor_name="jobs-wl-deleted-flavor", cpu="2"))
+    wl = _create(cluster, job("train", ns))
+    _wait(cluster, "jsonpath={.spec.suspend}=false", "job/train", ns)
+    cluster.kubectl_run("patch", "workload", wl, "-n", ns, "--type=merge",
+                        "-p", json.dumps({"metadata": {"finalizers": ["kueue.x-k8s.io/resource-in-use"]}}))
+    old_uid = _get(cluster, f"workload/{wl}", ns)["metadata"]["uid"]
+    cluster.kubectl_run("delete", "workload", wl, "-n", ns, "--wait=false")
+    # the deletion completes and the Job gets a new Workload (the same name: Kueue's naming), admitted
+    _watch_until(cluster, f"workload/{wl}", ns,
+                 lambda w: w["metadata"]["uid"] != old_uid and bool(w.get("status", {}).get("admission")))
+    _wait(cluster, "jsonpath={.spec.suspend}=false", "job/train", ns)
+    log = [json.loads(line) for line in (tmp_path / "kueued.log").read_text().splitlines() if line.startswith("{")]
+    steps = [(e["event"], e.get("why")) for e in log if e.get("event") in ("job_suspended", "workload_released")]
+    assert steps == [("job_suspended", "workload deleted"), ("workload_released", "workload deleted")]
