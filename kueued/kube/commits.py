@@ -16,7 +16,9 @@ read Kueue's:
   (``status.admission`` removed, ``QuotaReserved`` and ``Admitted`` False) and the quota is
   free.  A Workload with no Job behind it has no pods, so the second phase follows the first
   at once; a failed second phase is retried by :meth:`finish_evictions` (also after a
-  restart, for a Workload found evicted but still holding its admission).
+  restart, for a Workload found evicted but still holding its admission), only while the
+  Workload still says it is evicted: one admitted again since (a phase two that landed with
+  its answer lost cleared the reservation) is not cleared again.
 - **Pending**: ``QuotaReserved=False`` with reason ``Pending`` and the sentence kueued already
   builds, written only when it changes and at most once per ``pending_interval`` seconds
   per workload (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush,
@@ -205,14 +207,16 @@ class KubePort:
         for workload in list(self._evicting if workloads is None else workloads):
             message = self._evicting.get(workload)
             manifest = self.manifest_of(workload)
-            if message is None or manifest is None:
+            if message is None or manifest is None or not _evicted_for(message, manifest):
+                # gone, or no longer evicted (admitted again since, which turned Evicted off): a
+                # late phase two would clear that newer admission, which kueued holds quota for
                 self._evicting.pop(workload, None)
                 continue
             conditions = [Condition("QuotaReserved", "False", "Pending", message),
                           Condition("Admitted", "False", "NoReservation", "The workload has no reservation")]
             body = self._status_body(manifest, conditions, conditional=False)
             body["status"]["admission"] = None
-            if await self._write(workload, body, what="release"):
+            if await self._write(workload, body, what="release", applied=_released):
                 self._evicting.pop(workload, None)
                 done.append(workload)
         return done
@@ -368,6 +372,10 @@ def _evicted_for(message: str, current: dict[str, Any]) -> bool:
     return isinstance(listed, list) and any(
         isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"
         and c.get("message") == message for c in listed)
+
+
+def _released(current: dict[str, Any]) -> bool:
+    return not _dict(current.get("status")).get("admission")
 
 
 def _pending_says(manifest: dict[str, Any], message: str) -> bool:

@@ -146,3 +146,30 @@ async def test_a_pending_reason_whose_answer_was_lost_is_written_again_when_back
     port.pending("ns/w", "A")
     assert await port.flush_pending() == 1
     assert [body["status"]["conditions"][0]["message"] for _, _, body in client.writes] == ["A", "B", "A"]
+
+
+async def test_a_late_second_phase_never_clears_a_newer_admission() -> None:
+    """An eviction's phase two keeps failing; meanwhile the Workload is admitted again (its
+    reservation cleared by the phase two that landed with its answer lost, as the watch showed).
+    The retry must not clear that new admission, which kueued holds quota for: it is dropped."""
+    manifest = _workload(admission={"clusterQueue": "cq"})
+    port, client = _port(manifest, [0.0])
+    real = client.patch_status
+    calls = []
+
+    async def phase_two_fails(kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict:
+        calls.append(body)
+        if "admission" in body["status"]:  # phase two (admission: None)
+            raise ApiUnavailable(503, "ServiceUnavailable", "try later")
+        return await real(kind, namespace, name, body)
+
+    client.patch_status = phase_two_fails  # type: ignore[method-assign]
+    assert await port.evict("ns/w", cluster_queue="cq", reason="InClusterQueue", message="for ns/x")
+    assert not port.released("ns/w")
+    client.patch_status = real  # type: ignore[method-assign]
+    assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}},
+                            usage={("default", "cpu"): 3000})
+    writes = len(client.writes)
+    assert await port.finish_evictions() == []
+    assert len(client.writes) == writes  # nothing written over the new admission
+    assert port.released("ns/w")
