@@ -190,12 +190,16 @@ class Rounds:
         victims whose eviction is committed (its queue records them with its requeue)."""
         wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
                   if target.workload.cluster_queue is not None]
+        evicted: dict[str, set[str]] = {}  # preemptor -> its victims whose eviction is committed
+        for target, by, _ in wanted:  # already evicted, its reservation not yet cleared: Kueue's
+            if target.workload.key in self._evicting:  # IssuePreemptions counts it, writes nothing
+                evicted.setdefault(by.wl.key, set()).add(target.workload.key)
+        wanted = [w for w in wanted if w[0].workload.key not in self._evicting]
         committed = await commit_all(self.port, [partial(
             self.port.evict, target.workload.key, cluster_queue=cq,
             reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
             for target, by, cq in wanted])
         evicting = []
-        evicted: dict[str, set[str]] = {}  # preemptor -> its victims whose eviction is committed
         for (target, by, cq_name), ok in zip(wanted, committed, strict=True):
             if not ok or cq_name is None:
                 continue

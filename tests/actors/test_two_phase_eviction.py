@@ -63,6 +63,24 @@ def test_a_preemptor_waits_until_its_victims_reservation_is_cleared() -> None:
     assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]  # evicted once, not twice
 
 
+def test_a_victim_already_evicted_is_not_evicted_again_by_another_preemptor() -> None:
+    """Kueue's IssuePreemptions: a target that already says Evicted (its reservation not yet
+    cleared) is counted for the new preemptor, not evicted a second time."""
+    world, port = _world(), SlowRelease()
+    with LiveEngine(world, port=port) as engine:
+        engine.run()
+        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+        engine.run()
+        engine.apply(workload("higher", "ns", "lq", cpu="2", priority=20, created=3))
+        engine.run()  # higher targets low too, whose eviction is still in its first phase
+        assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]
+        port.held.clear()
+        engine.run()
+        assert "ns/higher" in world.placed and "ns/low" not in world.placed and "ns/high" not in world.placed
+        assert engine.coordinator.evicted["ns/low"] == 1
+    assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]
+
+
 def test_without_status_the_second_phase_follows_the_first() -> None:
     world, port = _world(), InMemoryPort()
     with LiveEngine(world, port=port) as engine:
