@@ -45,6 +45,13 @@ def _world() -> World:
     return world
 
 
+def _high_preempts_low(engine: LiveEngine) -> None:
+    """``low`` admitted, then ``high`` arrives and evicts it (phase one)."""
+    engine.run()
+    engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
+    engine.run()
+
+
 def test_a_preemptor_waits_until_its_victims_reservation_is_cleared() -> None:
     world, port = _world(), SlowRelease()
     with LiveEngine(world, port=port) as engine:
@@ -68,9 +75,7 @@ def test_a_victim_already_evicted_is_not_evicted_again_by_another_preemptor() ->
     cleared) is counted for the new preemptor, not evicted a second time."""
     world, port = _world(), SlowRelease()
     with LiveEngine(world, port=port) as engine:
-        engine.run()
-        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
-        engine.run()
+        _high_preempts_low(engine)
         engine.apply(workload("higher", "ns", "lq", cpu="2", priority=20, created=3))
         engine.run()  # higher targets low too, whose eviction is still in its first phase
         assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]
@@ -84,18 +89,14 @@ def test_a_victim_already_evicted_is_not_evicted_again_by_another_preemptor() ->
 def test_without_status_the_second_phase_follows_the_first() -> None:
     world, port = _world(), InMemoryPort()
     with LiveEngine(world, port=port) as engine:
-        engine.run()
-        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
-        engine.run()
+        _high_preempts_low(engine)
         assert "ns/high" in world.placed and "ns/low" not in world.placed
 
 
 def test_a_victim_deleted_before_its_reservation_clears_is_forgotten() -> None:
     world, port = _world(), SlowRelease()
     with LiveEngine(world, port=port) as engine:
-        engine.run()
-        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
-        engine.run()
+        _high_preempts_low(engine)
         engine.delete(workload("low", "ns", "lq", cpu="2", priority=0, created=1))
         engine.run()
         assert "ns/high" in world.placed
@@ -127,9 +128,7 @@ def test_the_echoes_of_both_phases_leave_the_victim_pending_and_its_quota_free()
     world = _world()
     low = workload("low", "ns", "lq", cpu="2", priority=0, created=1)
     with LiveEngine(world) as engine:
-        engine.run()
-        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
-        engine.run()
+        _high_preempts_low(engine)
         assert "ns/high" in world.placed
         engine.apply(_echo(low, admitted=True))
         engine.apply(_echo(low, admitted=False))
@@ -169,9 +168,7 @@ def test_the_first_phase_echo_while_the_second_is_pending_keeps_the_victim_evict
     world, port = _world(), SlowRelease()
     low = workload("low", "ns", "lq", cpu="2", priority=0, created=1)
     with LiveEngine(world, port=port) as engine:
-        engine.run()
-        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
-        engine.run()
+        _high_preempts_low(engine)
         echo = _echo(low, admitted=True)
         echo["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] = "3"
         engine.apply(echo)
@@ -204,9 +201,7 @@ def test_an_eviction_the_api_refused_is_tried_again() -> None:
     under API faults: b1-108 pending while b1-107 stayed admitted)."""
     world, port = _world(), RefusesFirstEviction()
     with LiveEngine(world, port=port) as engine:
-        engine.run()
-        engine.apply(workload("high", "ns", "lq", cpu="2", priority=10, created=2))
-        engine.run()
+        _high_preempts_low(engine)
         assert port.refusals == 0
         assert "ns/high" in world.placed and "ns/low" not in world.placed
         assert [c.workload for c in port.log if c.kind == "evict"] == ["ns/low"]
