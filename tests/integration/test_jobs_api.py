@@ -242,9 +242,12 @@ def test_a_workload_made_under_kueue_deleted_stops_its_job_and_goes(cluster: Any
                         "-p", json.dumps({"metadata": {"finalizers": ["kueue.x-k8s.io/resource-in-use"]}}))
     old_uid = _get(cluster, f"workload/{wl}", ns)["metadata"]["uid"]
     cluster.kubectl_run("delete", "workload", wl, "-n", ns, "--wait=false")
-    # the deletion completes and the Job gets a new Workload (the same name: Kueue's naming), admitted
-    _watch_until(cluster, f"workload/{wl}", ns,
-                 lambda w: w["metadata"]["uid"] != old_uid and bool(w.get("status", {}).get("admission")))
+    # the deletion completes and the Job gets a new Workload (the same name: Kueue's naming), admitted;
+    # followed as a list, which a watch shows whether the old one is still there, gone or replaced
+    def replaced(seen: dict[str, Any]) -> bool:  # the list first (its items), then each version
+        return any(w.get("metadata", {}).get("uid") not in (None, old_uid) and w.get("status", {}).get("admission")
+                   for w in seen.get("items", [seen]))
+    _watch_until(cluster, "workloads", ns, replaced)
     _wait(cluster, "jsonpath={.spec.suspend}=false", "job/train", ns)
     log = [json.loads(line) for line in (tmp_path / "kueued.log").read_text().splitlines() if line.startswith("{")]
     steps = [(e["event"], e.get("why")) for e in log if e.get("event") in ("job_suspended", "workload_released")]

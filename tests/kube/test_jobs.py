@@ -285,8 +285,8 @@ def workload_of(api: FakeApi, name: str = "train") -> dict[str, Any] | None:
     return job and api.obj("Workload", NS, jw.workload_name(name, job["metadata"]["uid"]))
 
 
-def setup_api(*objects: dict[str, Any]) -> FakeApi:
-    api = FakeApi()
+def setup_api(*objects: dict[str, Any], into: FakeApi | None = None) -> FakeApi:
+    api = into if into is not None else FakeApi()
     for obj in (SPOT, *objects):
         api.put(copy.deepcopy(obj))
     return api
@@ -449,6 +449,35 @@ async def test_a_deleted_workload_held_by_kueue_s_finalizer_stops_its_job_then_l
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"team": "a"}  # the flavors' labels taken out
     name = f"{NS}/{wl['metadata']['name']}"
     assert [w for w in api.writes if w[1] == "Workload"][-1] == ("patch", "Workload", name)
+
+
+class DeletesOnRelease(FakeApi):
+    """The API server's rule: a patch that empties the finalizers of an object being deleted deletes
+    it, and here the deletion's event comes before the patch's reply (the race on a real server)."""
+
+    async def patch(self, kind: Any, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        reply = await super().patch(kind, namespace, name, body)
+        meta = reply["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.remove(reply["kind"], namespace or "", name)
+            await anyio.lowlevel.checkpoint()  # the watch takes the deletion in first
+            await anyio.lowlevel.checkpoint()
+        return reply
+
+
+async def test_a_released_workload_the_server_deleted_is_replaced_whatever_comes_first() -> None:
+    """The reply of the release that completes a deletion is never taken for a live Workload."""
+    api = setup_api(make_job(), into=DeletesOnRelease())
+    async with controller(api):
+        admit_in(api, await api.until(lambda: workload_of(api)))
+        await api.until(lambda: not api.obj("Job", NS, "train")["spec"]["suspend"])
+        old = workload_of(api)
+        api.put(_apply(old, {"metadata": {"finalizers": [IN_USE_FINALIZER],
+                                          "deletionTimestamp": "2026-11-26T12:00:00Z"}}))
+        new = await api.until(lambda: (w := workload_of(api)) and w["metadata"]["uid"] != old["metadata"]["uid"]
+                              and w)
+    assert new["metadata"]["name"] == old["metadata"]["name"]
+    assert api.obj("Job", NS, "train")["spec"]["suspend"] is True  # waits for its new Workload's admission
 
 
 async def test_a_job_recreated_under_the_same_name_gets_a_new_workload() -> None:
