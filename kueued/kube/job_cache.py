@@ -5,11 +5,15 @@ through :meth:`JobCache.observe`, which answers with the key of the Job to recon
 Workload is found by its controlling ownerReference (a Job's name and uid), so a Workload
 whose Job is gone, or was replaced by one of the same name, still maps to that Job's key and
 is deleted by the reconcile.  A write's reply can overtake the watch's older events: an
-object replaces its cached copy only if its resourceVersion is not older.
+object replaces its cached copy only if its resourceVersion is not older.  It can also come
+after the object's deletion event: the uids of the last :data:`TOMBSTONES` objects deleted are
+kept, and a version of one of them is never taken in again (an object created anew under the
+same name has a new uid).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +24,9 @@ from kueued.kube import job_workload as jw
 __all__ = ["JobCache", "meta", "key_of"]
 
 log = structlog.get_logger("kueued.kube.job_cache")
+
+TOMBSTONES = 10_000
+"""Deleted objects' uids kept (a stale reply arrives within a request's time, not hours later)."""
 
 
 def meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +59,7 @@ class JobCache:
         self.jobs: dict[str, dict[str, Any]] = {}       # "ns/name" -> Job
         self.workloads: dict[str, dict[str, Any]] = {}  # "ns/name" -> Workload controlled by a Job
         self._owned: dict[str, set[str]] = {}           # Job key -> keys of the Workloads a Job of that name controls
+        self._deleted: OrderedDict[str, None] = OrderedDict()  # uids of deleted objects, oldest first
 
     def job_keys(self) -> set[str]:
         """Every Job cached, and every Job name a Workload names as its owner (orphans too)."""
@@ -62,6 +70,8 @@ class JobCache:
         try:
             namespace = meta(obj).get("namespace", "")
             if self.namespace_filter is not None and not self.namespace_filter(str(namespace)):
+                return None
+            if self._stale(verb, obj):
                 return None
             if obj.get("kind") == "Job":
                 key = key_of(obj)
@@ -75,6 +85,18 @@ class JobCache:
         except Exception:  # a malformed object is logged and skipped
             log.exception("job_object_unreadable", kind=str(obj.get("kind")), object=str(meta(obj).get("name")))
         return None
+
+    def _stale(self, verb: str, obj: dict[str, Any]) -> bool:
+        """Record a deletion's uid; whether ``obj`` is a version of an object deleted since."""
+        uid = meta(obj).get("uid")
+        if not isinstance(uid, str) or not uid:
+            return False
+        if verb == "delete":
+            self._deleted[uid] = None
+            if len(self._deleted) > TOMBSTONES:
+                self._deleted.popitem(last=False)
+            return False
+        return uid in self._deleted
 
     def _observe_workload(self, verb: str, obj: dict[str, Any]) -> str | None:
         key = key_of(obj)

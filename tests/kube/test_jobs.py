@@ -26,6 +26,7 @@ from kueued.kube import job_patches as jp
 from kueued.kube import job_workload as jw
 from kueued.kube.backoff import Backoff
 from kueued.kube.errors import ApiConflict
+from kueued.kube.job_cache import JobCache
 from kueued.kube.jobs import JobController
 from kueued.kube.workqueue import WorkQueue
 from kueued.model.api import IN_USE_FINALIZER
@@ -590,3 +591,18 @@ async def test_join_waits_for_the_keys_being_handled() -> None:
         assert not joined
         q.done(key)
     assert joined
+
+
+def test_the_cache_never_takes_back_a_version_of_an_object_deleted_since() -> None:
+    """A write's reply that comes after the object's deletion event is not a live object; one
+    created anew under the same name (a new uid) is."""
+    cache = JobCache()
+    job = make_job()
+    job["metadata"]["resourceVersion"] = "5"
+    assert cache.observe("apply", job) == f"{NS}/train"
+    gone = _apply(job, {"metadata": {"resourceVersion": "9"}})
+    cache.observe("delete", gone)
+    late_reply = _apply(job, {"metadata": {"resourceVersion": "8"}})
+    assert cache.observe("apply", late_reply) is None and f"{NS}/train" not in cache.jobs
+    again = make_job(uid="uid-again")
+    assert cache.observe("apply", again) == f"{NS}/train" and cache.jobs[f"{NS}/train"] is again
