@@ -42,6 +42,7 @@ holds back later finalizer patches, never a status write or an admission.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
@@ -209,12 +210,7 @@ async def hold_finalizers(client: Patcher, world: World, sent: dict[str, str], *
     """Put Kueue's finalizer on ClusterQueues and ResourceFlavors that lack it (not on one being
     deleted), at most ``limit``; ``sent`` (object key -> resourceVersion patched) keeps a version
     from being patched twice.  Returns how many were patched."""
-    due: list[Due] = []
-    for item in _holds_due(world, sent):
-        if len(due) >= limit:
-            break
-        due.append(item)
-    held = await _patch_all(client, due, sent, "add")
+    held = await _patch_all(client, list(itertools.islice(_holds_due(world, sent), limit)), sent, "add")
     _forget_gone(world, sent, terminating=False)
     return held
 
@@ -241,8 +237,11 @@ class FinalizerKeeper:
         if manifest.get("kind") != "Workload":
             return
         meta = manifest.get("metadata") or {}
+        held = bool(meta.get("deletionTimestamp")) and IN_USE_FINALIZER in (meta.get("finalizers") or ())
+        if not held and not self.deleting:
+            return  # the usual Workload event: nothing to work out
         key = object_key(dict(manifest))
-        if meta.get("deletionTimestamp") and IN_USE_FINALIZER in (meta.get("finalizers") or ()):
+        if held:
             self.deleting.add(key)
         else:
             self.deleting.discard(key)

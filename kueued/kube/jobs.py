@@ -317,10 +317,6 @@ class JobController:
         finalizers = [f for f in meta(wl).get("finalizers") or [] if f != IN_USE_FINALIZER]
         body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta(wl).get("resourceVersion")}}
         await self._write_workload(wl, body, action="workload_released", why=why, finalizer=IN_USE_FINALIZER)
-        if not finalizers and meta(wl).get("deletionTimestamp"):
-            # the API server deletes it with this write: its reply is its last version, and taking
-            # that in after the deletion's event (a race) would keep it in the cache for ever
-            self.cache.observe("delete", wl)
 
     async def _write_workload(self, wl: dict[str, Any], body: dict[str, Any], *, action: str, why: str,
                               status: bool = False, **fields: Any) -> None:
