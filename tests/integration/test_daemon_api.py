@@ -218,8 +218,8 @@ def test_kueued_holds_a_queue_in_use_even_when_deleted_while_kueued_is_down(daem
         cluster.kubectl_run("patch", "workload", "w1", "-n", ns, "--subresource=status", "--type=merge",
                             "-p", json.dumps(finished))
         _wait(cluster, "delete", f"clusterqueue/{cq}")
-        assert any(e.get("event") == "cluster_queue_released" and e.get("cluster_queue") == cq
-                   for e in again.events())
+        # logged once the patch's reply is in, which can be after the API server completed the deletion
+        assert again.wait_for("cluster_queue_released", timeout=30, cluster_queue=cq)
     finally:
         again.stop()
 
@@ -239,7 +239,7 @@ def test_a_workload_kueue_s_finalizer_holds_is_let_go_when_deleted(daemon: Daemo
     cluster.kubectl_run("delete", "workload", "w1", "-n", ns, "--wait=false")
     _wait(cluster, "delete", "workload/w1", namespace=ns)
     _wait(cluster, f"jsonpath={{.status.admission.clusterQueue}}={cq}", "workload/w2", namespace=ns)
-    assert any(e.get("event") == "workload_released" and e.get("workload") == f"{ns}/w1" for e in daemon.events())
+    assert daemon.wait_for("workload_released", timeout=30, workload=f"{ns}/w1")  # logged after the reply
 
 
 def test_a_cluster_queue_deleted_in_use_terminates_until_its_workloads_finish(daemon: Daemon) -> None:
