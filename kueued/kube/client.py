@@ -19,6 +19,7 @@ its TLS verification and credentials, is :mod:`kueued.kube.connect`'s.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -194,6 +195,14 @@ class KubeClient:
         k = manifest_kind(kind)
         return _complete(await self._call("PATCH", k.path(namespace, name), body=body,
                                           content_type="application/merge-patch+json"), k)
+
+    async def patch_json(self, kind: Kind | str, namespace: str | None, name: str,
+                         operations: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """A JSON Patch (RFC 6902) on the object.  A failed ``test`` operation is refused with 422
+        (ApiInvalid): the object changed where the patch looked, whatever else changed."""
+        k = manifest_kind(kind)
+        return _complete(await self._call("PATCH", k.path(namespace, name), body=operations,
+                                          content_type="application/json-patch+json"), k)
 
     async def patch_status(self, kind: Kind | str, namespace: str | None, name: str, body: dict[str, Any], *,
                            resource_version: str | None = None) -> dict[str, Any]:

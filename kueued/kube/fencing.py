@@ -212,6 +212,10 @@ class FencedClient:
         self._check("patch")
         return await self.client.patch(*args, **kwargs)
 
+    async def patch_json(self, *args: Any, **kwargs: Any) -> Any:
+        self._check("patch_json")
+        return await self.client.patch_json(*args, **kwargs)
+
     async def patch_status(self, *args: Any, **kwargs: Any) -> Any:
         self._check("patch_status")
         return await self.client.patch_status(*args, **kwargs)

@@ -27,9 +27,12 @@ keeps the promise both ways:
   The publisher hands the keeper every applied version (:meth:`FinalizerKeeper.observe`), so it
   knows which Workloads are being deleted without looking at all of them.
 
-Both patches carry the whole finalizer list and the resourceVersion it was read at, so another
-controller's finalizer added meanwhile is never dropped: the API server refuses the stale write
-(a 409), and the patch is tried again on the version the watch brings.  Another refusal is tried
+Both patches are JSON Patches that first ``test`` the finalizer list they were worked out on, so
+another controller's finalizer added or removed meanwhile is never lost: the API server refuses
+the patch (a 422), and it is worked out again on the version the watch brings.  They test that
+list only, not the resourceVersion: kueued's own status writes move the version several times a
+second under load, and a version-conditional patch then met a 409 nearly every time (measured: 55
+of 1,000 ClusterQueues held in a minute of Kueue's large-scale run).  Another refusal is tried
 again on the next pass; a version already patched is never patched twice.
 
 Who runs them: :class:`FinalizerKeeper`, a task of its own beside the status publisher.  Each
@@ -79,7 +82,8 @@ log = structlog.get_logger("kueued.kube.finalizers")
 
 
 class Patcher(Protocol):
-    async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def patch_json(self, kind: str, namespace: str | None, name: str,
+                         operations: list[dict[str, Any]]) -> dict[str, Any]: ...
 
 
 class Budget(Protocol):
@@ -89,9 +93,9 @@ class Budget(Protocol):
     def spend(self, n: int) -> None: ...
 
 
-Due = tuple[str, str, str, dict[str, Any]]
+Due = tuple[str, str, str, list[dict[str, Any]]]
 """A patch to make: kind, name (``namespace/name`` for a Workload), the resourceVersion it was
-decided on, the body."""
+decided on, the JSON Patch operations."""
 
 
 _FINAL = (ApiConflict, ApiForbidden, ApiInvalid)
@@ -134,10 +138,7 @@ def _releases_due(world: World, sent: dict[str, str], deleting: Iterable[str] = 
         if (IN_USE_FINALIZER not in finalizers or sent.get(f"{kind}/{name}") == version
                 or (kind == "ClusterQueue" and world.holds_admitted(name))):
             continue
-        body: dict[str, Any] = {"metadata": {"finalizers": [f for f in finalizers if f != IN_USE_FINALIZER]}}
-        if version:
-            body["metadata"]["resourceVersion"] = version
-        yield kind, name, version, body
+        yield kind, name, version, _set_finalizers(finalizers, [f for f in finalizers if f != IN_USE_FINALIZER])
 
 
 def _holds_due(world: World, sent: dict[str, str]) -> Iterator[Due]:
@@ -148,24 +149,31 @@ def _holds_due(world: World, sent: dict[str, str]) -> Iterator[Due]:
             if (not version or meta.get("deletionTimestamp") or (kind == "ClusterQueue" and name in world.terminating)
                     or IN_USE_FINALIZER in finalizers or sent.get(f"{kind}/{name}") == version):
                 continue  # no version: not from the API server (a file), nothing to patch
-            yield kind, name, version, {"metadata": {"finalizers": [*finalizers, IN_USE_FINALIZER],
-                                                     "resourceVersion": version}}
+            yield kind, name, version, _set_finalizers(finalizers, [*finalizers, IN_USE_FINALIZER])
+
+
+def _set_finalizers(read: list[str], wanted: list[str]) -> list[dict[str, Any]]:
+    """The JSON Patch from the finalizer list as read to ``wanted``, refused unless the list is still
+    as read (a ``null`` test matches a missing list on kube-apiserver, as evanphx/json-patch does)."""
+    path = "/metadata/finalizers"
+    return [{"op": "test", "path": path, "value": read or None}, {"op": "add", "path": path, "value": wanted}]
 
 
 async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what: str) -> int:
     """Patch each due object, :data:`PATCHES_AT_ONCE` at a time; how many succeeded.  ``sent``
     (object key -> version) records a version as it is sent; a refusal worth retrying takes it
-    back (tried again next pass); a conflict, a 403 (kueued's role lacks the grant) or a 422 waits
-    for the next version the watch brings, so none is logged once a second."""
+    back (tried again next pass); a 422 (the list changed, or finalizers may not be added to an
+    object being deleted), a 403 (kueued's role lacks the grant) or a conflict waits for the next
+    version the watch brings, so none is logged once a second."""
     done = [0]
     limiter = anyio.CapacityLimiter(PATCHES_AT_ONCE)
 
-    async def one(kind: str, name: str, version: str, body: dict[str, Any]) -> None:
+    async def one(kind: str, name: str, version: str, operations: list[dict[str, Any]]) -> None:
         key, field = f"{kind}/{name}", _FIELDS[kind]
         namespace, _, short = name.rpartition("/")
         async with limiter:
             try:
-                await client.patch(kind, namespace or None, short, body)
+                await client.patch_json(kind, namespace or None, short, operations)
             except ApiNotFound:
                 return  # gone meanwhile
             except ApiError as exc:
@@ -181,9 +189,9 @@ async def _patch_all(client: Patcher, due: list[Due], sent: dict[str, str], what
             log.info(f"{field}_released", **{field: name}, finalizer=IN_USE_FINALIZER, reason=_WHY[kind])
 
     async with anyio.create_task_group() as tg:
-        for kind, name, version, body in due:
+        for kind, name, version, operations in due:
             sent[f"{kind}/{name}"] = version
-            tg.start_soon(one, kind, name, version, body)
+            tg.start_soon(one, kind, name, version, operations)
     return done[0]
 
 

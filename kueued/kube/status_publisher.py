@@ -91,7 +91,8 @@ class StatusPatcher(Protocol):
     async def patch_status(self, kind: str, namespace: str | None, name: str,
                            body: dict[str, Any]) -> dict[str, Any]: ...
 
-    async def patch(self, kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    async def patch_json(self, kind: str, namespace: str | None, name: str,
+                         operations: list[dict[str, Any]]) -> dict[str, Any]: ...
 
 
 class Coordinated(Protocol):

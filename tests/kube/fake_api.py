@@ -150,6 +150,38 @@ class FakeApi:
     async def patch(self, kind: Kind | str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self._patch("patch", kind, namespace or "", name, body, status=False)
 
+    async def patch_json(self, kind: Kind | str, namespace: str | None, name: str,
+                         operations: list[dict[str, Any]]) -> dict[str, Any]:
+        """The JSON Patch operations kueued sends (test, add, replace on object fields and an
+        array's ``-``), with kube-apiserver's ``test`` (evanphx/json-patch): a ``null`` value
+        matches a missing field; a failed test is a 422."""
+        await anyio.lowlevel.checkpoint()
+        k = self._write("patch_json", kind, namespace or "", name)
+        old = self.objects[k].get((namespace or "", name))
+        if old is None:
+            raise ApiNotFound(404, "NotFound", f"{k} {name} not found")
+        new = copy.deepcopy(old)
+        for op in operations:
+            *parents, last = op["path"].lstrip("/").split("/")
+            container: Any = new
+            for part in parents:
+                container = container.setdefault(part, {}) if isinstance(container, dict) else container[int(part)]
+            if op["op"] == "test":
+                if (container.get(last) if isinstance(container, dict) else container[int(last)]) != op["value"]:
+                    raise ApiInvalid(422, "Invalid", f"testing value {op['path']} failed")
+            elif last == "-" and op["op"] == "add":
+                container.append(copy.deepcopy(op["value"]))
+            elif op["op"] in ("add", "replace"):
+                container[last] = copy.deepcopy(op["value"])
+            else:
+                raise AssertionError(f"operation not faked: {op}")
+        meta = new["metadata"]
+        if (old["metadata"].get("deletionTimestamp")
+                and set(meta.get("finalizers") or ()) - set(old["metadata"].get("finalizers") or ())):
+            raise ApiInvalid(422, "Invalid", "metadata.finalizers: Forbidden: no new finalizers can be added "
+                                             "if the object is being deleted")
+        return copy.deepcopy(self._store(k, new, "MODIFIED"))
+
     async def patch_status(self, kind: Kind | str, namespace: str | None, name: str, body: dict[str, Any], *,
                            resource_version: str | None = None) -> dict[str, Any]:
         if resource_version is not None:

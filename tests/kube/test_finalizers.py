@@ -59,7 +59,7 @@ def test_kept_while_a_workload_is_admitted_then_taken_off_and_only_kueue_s() -> 
     kept, released = anyio.run(main)
     assert (kept, released) == (0, 1)
     assert api.obj("ClusterQueue", "", "q")["metadata"]["finalizers"] == ["example.com/other"]
-    assert [w for w in api.writes if w[1] == "ClusterQueue"] == [("patch", "ClusterQueue", "/q")]
+    assert [w for w in api.writes if w[1] == "ClusterQueue"] == [("patch_json", "ClusterQueue", "/q")]
 
 
 def test_a_conflict_is_tried_again_on_the_version_the_watch_brings() -> None:
@@ -149,6 +149,32 @@ class _Budget:
         self.tokens -= n
 
 
+def test_a_status_write_in_between_does_not_refuse_the_hold_but_another_finalizer_does() -> None:
+    """The patch tests the finalizer list it was worked out on, not the resourceVersion: kueued's own
+    status writes move the version all the time under load (a version-conditional patch met a 409
+    nearly every time), while another controller's finalizer added meanwhile must not be dropped."""
+    api, world, _ = _setup()
+    stored = _fresh(api, world, "busy")
+    written = copy.deepcopy(stored)
+    written["status"] = {"pendingWorkloads": 3}  # kueued's status write, not yet seen by the watch
+    api.put(written)
+    sent: dict[str, str] = {}
+    assert anyio.run(hold_finalizers, api, world, sent) == 1
+    busy = api.obj("ClusterQueue", "", "busy")
+    assert busy["metadata"]["finalizers"] == [IN_USE_FINALIZER] and busy["status"] == {"pendingWorkloads": 3}
+
+    stored = _fresh(api, world, "shared")
+    theirs = copy.deepcopy(stored)
+    theirs["metadata"]["finalizers"] = ["example.com/theirs"]  # another controller's, not yet seen
+    api.put(theirs)
+    assert anyio.run(hold_finalizers, api, world, sent) == 0  # refused (422): the list is not as read
+    assert api.obj("ClusterQueue", "", "shared")["metadata"]["finalizers"] == ["example.com/theirs"]
+    assert anyio.run(hold_finalizers, api, world, sent) == 0  # not again on the version it was refused for
+    world.apply(copy.deepcopy(api.obj("ClusterQueue", "", "shared")))
+    assert anyio.run(hold_finalizers, api, world, sent) == 1
+    assert api.obj("ClusterQueue", "", "shared")["metadata"]["finalizers"] == ["example.com/theirs", IN_USE_FINALIZER]
+
+
 def test_the_keeper_adds_within_the_status_writes_budget_and_spends_from_it() -> None:
     """Half of the tokens left, and a trickle when none are: neither starves the other."""
     api, world, _ = _setup()
@@ -178,12 +204,12 @@ def test_a_stuck_finalizer_patch_holds_back_no_status_write() -> None:
     stuck = anyio.Event()
     patched: list[str] = []
 
-    async def patch(kind: str, namespace: str | None, name: str, body: dict) -> dict:
+    async def patch_json(kind: str, namespace: str | None, name: str, operations: list) -> dict:
         patched.append(name)
         await stuck.wait()
-        return await api.patch(kind, namespace, name, body)
+        return await api.patch_json(kind, namespace, name, operations)
 
-    client.patch = patch  # type: ignore[method-assign]
+    client.patch_json = patch_json  # type: ignore[attr-defined]
     publisher = TreeStatusPublisher(client, min_interval=0.0)
 
     async def main() -> int:
@@ -224,7 +250,7 @@ def test_a_flavor_gets_the_finalizer_and_a_deleted_one_keeps_it_while_a_queue_na
     assert "q" not in world.cluster_queues
     assert anyio.run(release_finalizers, api, world, released) == 1
     assert api.obj("ResourceFlavor", "", "default")["metadata"]["finalizers"] == []
-    assert [w for w in api.writes if w[1] == "ResourceFlavor"] == [("patch", "ResourceFlavor", "/default")] * 2
+    assert [w for w in api.writes if w[1] == "ResourceFlavor"] == [("patch_json", "ResourceFlavor", "/default")] * 2
 
 
 def _deleted_workload(api: FakeApi, world: World, keeper: FinalizerKeeper, name: str, *, owned: bool,
@@ -287,7 +313,7 @@ def test_a_forbidden_patch_waits_for_the_next_version_instead_of_every_pass() ->
     sent: dict[str, str] = {}
     assert anyio.run(hold_finalizers, api, world, sent) == 0
     assert anyio.run(hold_finalizers, api, world, sent) == 0
-    assert [w for w in api.writes if w[1] == "ResourceFlavor"] == [("patch", "ResourceFlavor", "/gpu")]
+    assert [w for w in api.writes if w[1] == "ResourceFlavor"] == [("patch_json", "ResourceFlavor", "/gpu")]
     labelled = copy.deepcopy(stored)
     labelled["metadata"]["labels"] = {"pool": "a"}
     world.apply(copy.deepcopy(api.put(labelled)))  # a new version (or a restart, as an upgrade of the role is)

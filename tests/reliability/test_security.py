@@ -44,7 +44,8 @@ KUBE = Path(kube_client.__file__).parent
 # KubeClient's methods (and KubeLeases' replace) -> (RBAC verb, on the status subresource?)
 VERBS: dict[str, tuple[str, bool]] = {
     "list": ("list", False), "get": ("get", False), "watch": ("watch", False), "create": ("create", False),
-    "delete": ("delete", False), "patch": ("patch", False), "replace": ("update", False),
+    "delete": ("delete", False), "patch": ("patch", False), "patch_json": ("patch", False),
+    "replace": ("update", False),
     "patch_status": ("patch", True), "replace_status": ("update", True), "create_event": ("create", False),
 }
 HTTP_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
