@@ -292,9 +292,12 @@ def _q(amount: int, res: str) -> str:
 # --- flavor vs pod placement constraints -------------------------------------------------------
 
 def _flavor_mismatch(flavor: api.ResourceFlavor, spec: api.PodSpec) -> str:
+    # the flavor's own tolerations count too: Kueue adds them to the pods it admits there
+    # (flavorassigner: FindMatchingUntoleratedTaint over the pod's and the flavor's tolerations)
+    tolerations = [*spec.tolerations, *flavor.spec.tolerations] if flavor.spec.tolerations else spec.tolerations
     for taint in flavor.spec.node_taints:
         if taint.effect in ("NoSchedule", "NoExecute") and not any(
-                _tolerates(t, taint) for t in spec.tolerations):
+                _tolerates(t, taint) for t in tolerations):
             return (f"untolerated taint {{{taint.key}: {taint.value}}} in flavor "
                     f"{flavor.metadata.name}")
     labels = flavor.spec.node_labels

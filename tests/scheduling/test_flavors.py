@@ -34,6 +34,8 @@ def assign(groups: list[dict[str, Any]], *, count: int = 1, **requests: str) -> 
         cq["spec"]["resourceGroups"] = groups
     flavors = [b.flavor(n) for n in ("default", "gpu-a")]
     flavors.append(b.flavor("tainted", nodeTaints=[{"key": "gpu", "value": "x", "effect": "NoSchedule"}]))
+    flavors.append(b.flavor("self-tolerated", nodeTaints=[{"key": "gpu", "value": "x", "effect": "NoSchedule"}],
+                            tolerations=[{"key": "gpu", "operator": "Equal", "value": "x", "effect": "NoSchedule"}]))
     snap = build_forest(cluster_queues={"cq": api.decode(cq)}, cohorts={},  # type: ignore[dict-item]
                         flavors={f["metadata"]["name"]: api.decode(f) for f in flavors})  # type: ignore[misc]
     wl = b.workload("wl", "ns", "lq", count=count, **{GPU if r == "gpu" else r: q for r, q in requests.items()})
@@ -65,3 +67,11 @@ def test_a_zero_request_whose_only_flavor_is_untolerated_does_not_fit() -> None:
     a = assign(TAINTED_GPU, cpu="1", gpu="0")
     assert a.mode == Mode.NO_FIT
     assert "untolerated taint" in a.message()
+
+
+def test_a_flavor_s_own_tolerations_count_against_its_taints() -> None:
+    """Kueue adds a flavor's tolerations to the pods it admits there, so its flavor assigner checks
+    the flavor's taints against the pod's tolerations and the flavor's own."""
+    a = assign([group("cpu", ("default", "4")), group(GPU, ("self-tolerated", "2"))], cpu="1", gpu="1")
+    assert a.mode == Mode.FIT
+    assert a.flavors() == {"main": {"cpu": "default", GPU: "self-tolerated"}}
