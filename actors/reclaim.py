@@ -7,7 +7,9 @@ head whose search for victims could run asks the tree for its candidates:
 1. :func:`query_for` says whether a head needs to ask.  It does when its ClusterQueue may
    preempt at all and flavor assignment, run on the cycle-start balances with an oracle
    that finds no candidates, consults that oracle even once: only then would the real
-   search run during nomination.  A head whose every resource fits asks nothing.
+   search run during nomination.  A head whose every resource fits asks nothing; one that
+   does not fit and may be admitted with fewer pods (``kueued.scheduling.partial``) asks,
+   since its smaller sizes may need the search.
 2. The query (:class:`~actors.messages.Reclaim`) goes to the preemptor's ClusterQueue,
    which answers with its own workloads and sends the query up; every Cohort on the way
    sends it down into each other child subtree that can hold candidates under Kueue's
@@ -34,6 +36,7 @@ from collections.abc import Iterable, Mapping
 
 from actors.messages import Reached, Reclaim
 from actors.node import NodeActor
+from kueued.scheduling import partial
 from kueued.scheduling.flavors import Assignment, Mode, assign_flavors
 from kueued.scheduling.preemption.policy import NEVER
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
@@ -59,8 +62,8 @@ def query_for(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, *,
         return Mode.NO_CANDIDATES
 
     assignment = assign_flavors(snapshot, cq, wl, no_candidates)
-    if not asked[0]:
-        return assignment
+    if not asked[0] and (assignment.mode == Mode.FIT or not partial.can_be_reduced(wl)):
+        return assignment  # (fewer pods of one that does not fit may need the search: it asks)
     frs = frozenset((flavor, r) for r in wl.total_requests()
                     if (group := cq.group_of.get(r)) is not None for flavor in group.flavors)
     return Reclaim(cq.name, frs, fair, cohort)

@@ -261,7 +261,7 @@ class Rounds:
         reserving = []
         for e in result.admitted:
             assert e.assignment is not None
-            placement = Placement(e.cq, dict(e.assignment.usage), e.assignment.flavors(), now)
+            placement = Placement(e.cq, dict(e.assignment.usage), e.assignment.flavors(), now, e.counts)
             reserving.append((e, placement, self.cluster_queues[e.cq].post(Admit(e.wl, placement))))
         granted = []
         for e, placement, reply in reserving:
@@ -275,7 +275,8 @@ class Rounds:
             granted.append((e, placement))
         admit = self.port.admit
         committed = await commit_all(self.port, [
-            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=placement.flavors, usage=placement.usage)
+            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=placement.flavors, usage=placement.usage,
+                    **({"counts": placement.counts} if placement.counts is not None else {}))
             for e, placement in granted])
         settled: set[int] = set()
         for (e, placement), ok in zip(granted, committed, strict=True):

@@ -249,7 +249,7 @@ class TimelinePort(NoStatus):
         self.timeline = timeline
 
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
-                    usage: dict[tuple[str, str], int]) -> bool:
+                    usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool:
         self.timeline.admitted(workload, cluster_queue, usage)
         return True
 

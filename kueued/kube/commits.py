@@ -137,20 +137,24 @@ class KubePort:
 
     # --- admission ---------------------------------------------------------------------------
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
-                    usage: dict[tuple[str, str], int]) -> bool:
+                    usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool:
         started = self.clock()
         try:
-            return await self._admit(workload, cluster_queue=cluster_queue, flavors=flavors)
+            return await self._admit(workload, cluster_queue=cluster_queue, flavors=flavors, counts=counts)
         finally:
             self.timings.append(("admit", self.clock() - started))
 
-    async def _admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]]) -> bool:
+    async def _admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
+                     counts: dict[str, int] | None) -> bool:
         manifest = self.manifest_of(workload)
         requests = self.requests_of(workload)
         if manifest is None or requests is None:
             return False
         assignments = []
         for name, count, totals in requests:
+            if counts is not None and counts.get(name, count) != count:  # partial admission: fewer pods
+                totals = {res: v // count * counts[name] for res, v in totals.items()} if count else totals
+                count = counts[name]
             chosen = flavors.get(name, {})
             assignments.append({
                 "name": name, "count": count,

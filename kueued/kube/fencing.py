@@ -94,12 +94,13 @@ class FencedPort:
 
     # --- decisions ------------------------------------------------------------------------------------
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
-                    usage: dict[tuple[str, str], int]) -> bool:
+                    usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool:
         remaining = self._gate()
         if remaining <= 0:
             return await self._refuse("admit")
         with anyio.move_on_after(remaining) as scope:
-            return await self.port.admit(workload, cluster_queue=cluster_queue, flavors=flavors, usage=usage)
+            return await self.port.admit(workload, cluster_queue=cluster_queue, flavors=flavors, usage=usage,
+                                         counts=counts)
         return self._cut("admit", scope)
 
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:

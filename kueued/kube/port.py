@@ -53,7 +53,7 @@ class QuotaStatus(msgspec.Struct, frozen=True):
 
 class ApiPort(Protocol):
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
-                    usage: dict[tuple[str, str], int]) -> bool: ...
+                    usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool: ...
 
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool: ...
 
@@ -159,7 +159,7 @@ class InMemoryPort(NoStatus):
         self.refuse = refuse
 
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
-                    usage: dict[tuple[str, str], int]) -> bool:
+                    usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool:
         if self.refuse is not None and self.refuse(workload):
             return False
         self._commit(Committed("admit", workload, cluster_queue))

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from kueued.model import api
+from kueued.scheduling import partial
 from kueued.scheduling.flavors import Assignment, Mode, assign_flavors
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
@@ -63,11 +64,12 @@ class Preemptor(Protocol):
 
 
 class Entry:
-    __slots__ = ("wl", "cq", "assignment", "targets", "status", "reason", "message")
+    __slots__ = ("wl", "cq", "view", "assignment", "targets", "status", "reason", "message")
 
     def __init__(self, wl: WorkloadInfo, cq: str) -> None:
         self.wl = wl
         self.cq = cq
+        self.view = wl  # what the assignment was made for: ``wl``, or fewer of its pods (:mod:`.partial`)
         self.assignment: Assignment | None = None
         self.targets: list[Target] = []
         self.status = "pending"  # pending | nominated | skipped | admitted | preempting | deferred
@@ -77,6 +79,13 @@ class Entry:
     @property
     def mode(self) -> Mode:
         return self.assignment.mode if self.assignment is not None else Mode.NO_FIT
+
+    @property
+    def counts(self) -> dict[str, int] | None:
+        """The pods of each pod set admitted, when partial admission took fewer than asked."""
+        if self.view is self.wl:
+            return None
+        return {ps.name: ps.count for ps in self.view.pod_sets}
 
     def __repr__(self) -> str:
         return f"Entry({self.wl.key}@{self.cq} {self.mode.name} {self.status})"
@@ -176,16 +185,44 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
     if e.mode == Mode.NO_FIT:
         e.message = e.assignment.message() or "couldn't assign flavors"
     elif e.mode.needs_preemption:
-        e.targets = preemptor.get_targets(cq, wl, e.assignment)
         e.message = e.assignment.message()
-        again = sorted(t.workload.key for t in e.targets if t.workload.key in wl.victims)
+        e.targets, again = _targets(cq, wl, e.assignment, preemptor)
         if again:
             # A preemptor never evicts the same workload twice: every eviction then uses up a
             # distinct (preemptor, victim) pair, so a run cannot flop forever (issue 3).  The
             # preemptor waits, as a head with no candidates does.
-            e.targets = []
             e.message += f"; would evict {', '.join(again)} a second time, waits instead"
+    if e.mode != Mode.FIT and not e.targets and partial.can_be_reduced(wl) and _gate(
+            snapshot, "PartialAdmission", default=True):
+        _reduce(snapshot, cq, e, preemptor)
     return e
+
+
+def _targets(cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment,
+             preemptor: Preemptor) -> tuple[list[Target], list[str]]:
+    """The targets, and those this workload evicted before (then none: it waits instead)."""
+    targets = preemptor.get_targets(cq, wl, assignment)
+    again = sorted(t.workload.key for t in targets if t.workload.key in wl.victims)
+    return ([] if again else targets), again
+
+
+def _reduce(snapshot: Snapshot, cq: ClusterQueueSnapshot, e: Entry, preemptor: Preemptor) -> None:
+    """Kueue's partial admission (:mod:`.partial`): the most pods that fit, or find targets."""
+    def works(counts: list[int]) -> tuple[WorkloadInfo, Assignment, list[Target]] | None:
+        view = partial.reduced(e.wl, counts)
+        assignment = assign_flavors(snapshot, cq, view, preemptor.oracle)
+        if assignment.mode == Mode.FIT:
+            return view, assignment, []
+        if assignment.mode.needs_preemption:
+            targets, _ = _targets(cq, view, assignment, preemptor)
+            if targets:
+                return view, assignment, targets
+        return None
+
+    found = partial.search(e.wl, works)
+    if found is not None:
+        e.view, e.assignment, e.targets = found
+        e.message = e.assignment.message()
 
 
 def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], preemptor: Preemptor,
@@ -205,7 +242,7 @@ def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], pre
         # it answers: skip the preemption searches (measured: 4 ms a redo at 1,000 queues).
         single = all(len(g.flavors) <= 1 for g in cq.groups)
         with snapshot.without(victims.values()):
-            redo = assign_flavors(snapshot, cq, e.wl, _no_candidates if single else preemptor.oracle)
+            redo = assign_flavors(snapshot, cq, e.view, _no_candidates if single else preemptor.oracle)
         if redo.mode == Mode.FIT:
             e.assignment, e.targets = redo, []
             cq.add_usage(redo.usage)

@@ -92,6 +92,7 @@ class Placement(msgspec.Struct, frozen=True, gc=False):
     usage: dict[FR, int]
     flavors: dict[str, dict[str, str]]
     at: float = 0.0
+    counts: dict[str, int] | None = None  # pods per pod set, when partial admission took fewer than asked
 
 
 class WorkloadSpec(msgspec.Struct, frozen=True, gc=False):

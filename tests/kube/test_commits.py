@@ -53,6 +53,17 @@ async def test_an_admission_is_kueue_s_shape_with_the_version_decided_on() -> No
     assert port.counts[("admit", "cq", "")] == 1
 
 
+async def test_a_partial_admission_records_the_pods_admitted_and_their_usage() -> None:
+    """Partial admission took one pod of two: the admission says so, as Kueue's does (count and
+    resourceUsage of the pods admitted), so a Job runs that many and a restart charges that much."""
+    port, client = _port(_workload(), [0.0])
+    assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}},
+                            usage={("default", "cpu"): 1500}, counts={"main": 1})
+    ((_, _, body),) = client.writes
+    assert body["status"]["admission"]["podSetAssignments"] == [
+        {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1500m"}}]
+
+
 async def test_a_refused_admission_writes_nothing_and_says_so() -> None:
     port, client = _port(_workload(), [0.0])
     client.conflict = True

@@ -21,6 +21,7 @@ DEFAULTS: dict[str, bool] = {
     "FairSharingPreemptWithinNominal": True,            # beta since 0.17
     "FairSharingPrioritizeNonBorrowing": True,          # beta since 0.17
     "FairSharingReevaluatePreemptionCandidates": False,  # alpha
+    "PartialAdmission": True,                           # beta (read by the cycle, kueued.scheduling.partial)
     "PrioritizePreemptorWorkloads": True,               # alpha in Kueue; on here (no flopping)
     "PrioritySortingWithinCohort": True,
 }
