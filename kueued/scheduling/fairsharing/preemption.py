@@ -209,9 +209,11 @@ class _Search:
         return kept
 
     def _try(self, candidates: list[WorkloadInfo], strategies: list[Strategy], taken: list[Target]) -> bool:
-        within = gates.enabled(self.settings, "FairSharingPreemptWithinNominal") and self.within_nominal()
         retry: list[WorkloadInfo] = []
         for _ in range(2 if gates.enabled(self.settings, "FairSharingReevaluatePreemptionCandidates") else 1):
+            # asked again each pass (Kueue's iterateWithFirstFsStrategy): what the last pass took
+            # from the preemptor's own queue may have brought it back within nominal
+            within = gates.enabled(self.settings, "FairSharingPreemptWithinNominal") and self.within_nominal()
             before = len(taken)
             for item in self.first(candidates, strategies[0], within):
                 if isinstance(item, list):
