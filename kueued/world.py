@@ -86,7 +86,19 @@ def _same_to_the_scheduler(old: dict[str, Any], new: dict[str, Any]) -> bool:
     old_status = old_status if isinstance(old_status, dict) else {}
     new_status = new_status if isinstance(new_status, dict) else {}
     return (old_status.get("admission") == new_status.get("admission")
-            and _read_conditions(old_status) == _read_conditions(new_status))
+            and _read_conditions(old_status) == _read_conditions(new_status)
+            # not read by the scheduler, but validated on update (Kueue's webhook): kueued never writes them
+            and all(old_status.get(f) == new_status.get(f) for f in _STATUS_VALIDATED)
+            and not (new_status.get("admission") is None and _quota_reserved(new_status)))
+
+
+_STATUS_VALIDATED = ("reclaimablePods", "admissionChecks")
+
+
+def _quota_reserved(status: dict[str, Any]) -> bool:
+    conditions = status.get("conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict) and c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in conditions)
 
 
 def _older(new: dict[str, Any], old: dict[str, Any]) -> bool:

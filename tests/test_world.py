@@ -143,6 +143,29 @@ def test_the_echo_of_a_status_write_changes_nothing_the_scheduler_reads() -> Non
     assert world.apply(finished)[0] is Change.WORKLOAD and "ns/w" not in world.workloads
 
 
+def test_a_status_only_update_kueue_s_webhook_refuses_is_refused_too() -> None:
+    """The short cut for echoes of kueued's own status writes skips validation; status fields the
+    webhook checks on update and kueued never writes still go through it."""
+    import copy
+    world = World()
+    first = workload("w", "ns", "lq", count=3, cpu="1")
+    first["status"] = {"reclaimablePods": [{"name": "main", "count": 2}], "admission": {
+        "clusterQueue": "cq", "podSetAssignments": [
+            {"name": "main", "count": 3, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "3"}}]},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    assert world.apply(first)[0] is Change.WORKLOAD
+    fewer = copy.deepcopy(first)
+    fewer["status"]["reclaimablePods"] = [{"name": "main", "count": 1}]
+    change, key = world.apply(fewer)
+    assert change is Change.REJECTED and "status.reclaimablePods" in world.rejected[key]
+    assert world.raw[key]["status"]["reclaimablePods"] == [{"name": "main", "count": 2}]
+    echo = copy.deepcopy(first)
+    echo["status"]["conditions"].append({"type": "Admitted", "status": "True", "reason": "Admitted",
+                                         "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    assert world.apply(echo)[0] is Change.NONE  # kueued's own write: still the short cut
+
+
 def test_deleting_a_namespace_a_priority_class_or_the_configuration_is_seen() -> None:
     world = World()
     world.apply(namespace("ns", team="a"))
