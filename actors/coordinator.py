@@ -89,6 +89,7 @@ class Coordinator(Rounds, Versions, Balances):
         # until a message that can change them is sent (every such message is the coordinator's).
         self._idle: dict[str, dict] = {}
         self._evicting: dict[str, str] = {}  # workload -> its queue: eviction committed, quota still held
+        self._resumed: set[str] = set()  # of those, the ones found evicted (committed before this run)
         self._stale_trees: dict[int, Any] = {}  # roots whose parked workloads go back before the next pop
         self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
@@ -195,9 +196,18 @@ class Coordinator(Rounds, Versions, Balances):
         self._taken.add(key)
         self._idle.pop(actor.name, None)
         if placement is not None:
+            adopted = key not in self.world.placed
             self.world.placed[key] = placement
             await actor.ask(Adopt(spec, placement, history))
             self._changed(actor.name)
+            evicted = next((c for c in spec.obj.status.conditions if c.type == "Evicted" and c.status == "True"), None)
+            if adopted and evicted is not None:
+                # evicted, its reservation not yet cleared (a restart between an eviction's phases, or
+                # another scheduler's eviction): its eviction is finished, never issued again (Kueue's
+                # IssuePreemptions counts such a target for its preemptor and writes nothing)
+                self._evicting[key] = actor.name
+                self._resumed.add(key)  # evicted before this run: not counted as one of its evictions
+                self.port.resume_eviction(key, evicted.message)
             return
         await actor.ask(Enqueue(spec, history))
         snap_cq = self.forest.cluster_queues[actor.name]
@@ -270,6 +280,7 @@ class Coordinator(Rounds, Versions, Balances):
         spec = self.world.workloads.pop(key, None)
         placed = self.world.placed.pop(key, None)
         self._evicting.pop(key, None)
+        self._resumed.discard(key)
         self._taken.discard(key)
         self.evicted.pop(key, None)
         self._left.pop(key, None)

@@ -154,8 +154,6 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     if await _apply_config(config, coord, tg):
                         changed, elastic_changed = changed + 1, True
                 _log_problems(source)
-                if not ready:  # READY once every actor runs and the first load is applied
-                    _resume_evictions(world, port)
                 if changed or unsettled or not ready or _recycling_due(elastic, clock):
                     if elastic_changed:
                         await elastic.sync_world(world)
@@ -275,16 +273,6 @@ async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: Ela
     if kind == "ElasticQuota":
         await elastic.validated(manifest, reason)
     return kind in _ELASTIC_KINDS
-
-
-def _resume_evictions(world: World, port: ApiPort) -> None:
-    """A Workload found evicted but still holding its reservation (a restart between the two
-    phases of an eviction): its second phase is written with the next round's commits."""
-    for key, wl in world.workloads.items():
-        if wl.observed is not None:
-            evicted = next((c for c in wl.obj.status.conditions if c.type == "Evicted" and c.status == "True"), None)
-            if evicted is not None:
-                port.resume_eviction(key, evicted.message)
 
 
 def _queue_of(world: World, manifest: Mapping[str, Any]) -> str | None:

@@ -93,6 +93,7 @@ class Rounds:
         _idle: dict[str, dict]
         _fold_limit: dict[str, int]
         _evicting: dict[str, str]
+        _resumed: set[str]
         evicted: dict[str, int]
 
         async def _settle_finishes(self) -> None: ...
@@ -241,9 +242,11 @@ class Rounds:
             if not self.port.released(key):
                 continue
             del self._evicting[key]
+            resumed = key in self._resumed
+            self._resumed.discard(key)
             actor = self.cluster_queues.get(cq_name)
             if actor is not None and await actor.ask(Released(key)):
-                self._released(key)
+                self._released(key, counted=not resumed)
                 self._idle.pop(cq_name, None)
                 self._changed(cq_name)
                 self._requeue_tree(cq_name)
@@ -310,10 +313,12 @@ class Rounds:
             self._requeue_tree(name)
         return changed
 
-    def _released(self, key: str) -> None:
-        """An eviction's second phase landed: the victim holds no quota, and it counts as evicted."""
+    def _released(self, key: str, *, counted: bool = True) -> None:
+        """An eviction's second phase landed: the victim holds no quota, and it counts as evicted
+        (unless the eviction was found already made, before this run)."""
         self.world.placed.pop(key, None)
-        self.evicted[key] = self.evicted.get(key, 0) + 1
+        if counted:
+            self.evicted[key] = self.evicted.get(key, 0) + 1
 
     def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None:
         """Kueue's QuotaReserved and Admitted Events, once the admission is committed (fire and forget)."""

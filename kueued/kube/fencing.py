@@ -100,7 +100,7 @@ class FencedPort:
             return await self._refuse("admit")
         with anyio.move_on_after(remaining) as scope:
             return await self.port.admit(workload, cluster_queue=cluster_queue, flavors=flavors, usage=usage,
-                                         counts=counts)
+                                         **({"counts": counts} if counts is not None else {}))
         return self._cut("admit", scope)
 
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:

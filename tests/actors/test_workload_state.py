@@ -83,9 +83,12 @@ def test_a_deleted_cluster_queue_s_pending_keep_their_history_where_they_go_next
 def test_a_workload_first_seen_evicted_but_still_reserved_holds_its_quota() -> None:
     """Seen for the first time between an eviction's two writes (a watch's re-list, another
     scheduler's eviction): its status says it still holds quota, so it does until the second
-    write clears it; handing that quota on would admit more than the tree allows."""
+    write clears it; handing that quota on would admit more than the tree allows.  Its eviction
+    is finished, never issued again: a preemptor that targets it counts it (Kueue's
+    IssuePreemptions), and the eviction is not one of this run's."""
     world = World()
-    for m in [namespace("ns"), flavor("default"), cluster_queue("q", quotas("default", cpu="2")),
+    for m in [namespace("ns"), flavor("default"),
+              cluster_queue("q", quotas("default", cpu="2"), preemption={"withinClusterQueue": "LowerPriority"}),
               local_queue("lq", "ns", "q")]:
         world.apply(m)
     victim = workload("v", "ns", "lq", cpu="2")
@@ -94,13 +97,19 @@ def test_a_workload_first_seen_evicted_but_still_reserved_holds_its_quota() -> N
             {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}, "count": 1}]},
         "conditions": [{"type": t, "status": "True", "reason": t, "message": "",
                         "lastTransitionTime": "2026-01-01T00:00:00Z"} for t in ("QuotaReserved", "Evicted")]}
-    with LiveEngine(world) as engine:
+    port = SlowRelease()
+    with LiveEngine(world, port=port) as engine:
         engine.run()
         engine.apply(victim)
-        engine.apply(workload("next", "ns", "lq", cpu="2"))
+        engine.apply(workload("next", "ns", "lq", cpu="2", priority=10))
         engine.run()
         assert set(world.placed) == {"ns/v"}
         assert engine.state.cluster_queues["q"].node.usage[("default", "cpu")] == 2000
+        port.held.clear()  # the second write lands
+        engine.run()
+        assert set(world.placed) == {"ns/next"}
+        assert "ns/v" not in engine.coordinator.evicted
+    assert [c.workload for c in port.log if c.kind == "evict"] == []
 
 
 def test_a_new_queueing_strategy_keeps_the_queue_its_workloads_and_their_history() -> None:
