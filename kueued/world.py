@@ -203,7 +203,7 @@ class World:
             elif kind == "Node":
                 errors = _node_errors(manifest)
             else:
-                errors = validate_object(manifest, old=old)
+                errors = validate_object(manifest, old=old, feature_gates=self.settings.feature_gates)
                 if not errors and kind == "Workload":
                     errors = self._validate_elastic_pod(manifest, old)
             obj = None

@@ -198,3 +198,19 @@ def test_a_late_echo_older_than_the_version_held_is_ignored() -> None:
     assert world.apply(late)[0] is Change.NONE
     assert world.workloads["ns/w"].observed is None
     assert world.raw["Workload/ns/w"]["metadata"]["resourceVersion"] == "20"
+
+
+def test_a_configuration_s_feature_gates_reach_workload_validation() -> None:
+    """Kueue's gated webhook rules follow the running Configuration (here
+    WorkloadValidationForPodSetMetadata, on by default)."""
+    def bad(name: str) -> dict:
+        wl = workload(name, "ns", "lq", cpu="1")
+        wl["spec"]["podSets"][0]["template"]["metadata"] = {"labels": {"team": "not a valid value!"}}
+        return wl
+
+    world = World()
+    change, key = world.apply(bad("a"))
+    assert change is Change.REJECTED and "spec.podSets[0].template.metadata.labels" in world.rejected[key]
+    world.apply({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                 "featureGates": {"WorkloadValidationForPodSetMetadata": False}})
+    assert world.apply(bad("b"))[0] is Change.WORKLOAD

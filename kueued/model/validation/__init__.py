@@ -43,7 +43,7 @@ and :mod:`.policy`, kueued's own ``kueued.io/admission-policy`` annotation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kueued.errors import FieldError
@@ -91,17 +91,24 @@ def _unknown_top_level(obj: dict[str, Any]) -> list[FieldError]:
     return [FieldError(str(k), f'unknown field "{k}"') for k in obj if k not in allowed]
 
 
-def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None) -> list[FieldError]:
+def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None,
+                    feature_gates: Mapping[str, bool] | None = None) -> list[FieldError]:
     """Every reason Kueue (or the API server in front of it) would refuse ``obj``; [] if none.
 
     ``old`` is the previously accepted version of the same object for an update, else None.
+    ``feature_gates`` are the gates the running Configuration spelled out (``Settings.feature_gates``);
+    a gate it leaves out, or all of them when None, takes Kueue's default.  Only the Workload's
+    rules read gates so far.
     """
     if not isinstance(obj, dict):
         return [FieldError(path="", reason="Invalid value: a manifest must be a mapping")]
     validator = _VALIDATORS.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
     if validator is None:
         return []
-    errors = [*_unknown_top_level(obj), *validator(obj, old if isinstance(old, dict) else None)]
+    previous = old if isinstance(old, dict) else None
+    found = (validate_workload(obj, previous, feature_gates=feature_gates) if validator is validate_workload
+             else validator(obj, previous))
+    errors = [*_unknown_top_level(obj), *found]
     if obj.get("kind") in ("Cohort", "ClusterQueue"):
         errors += check_admission_policy(obj)  # kueued's own annotation (KEP-1093 policies)
     return errors

@@ -12,13 +12,23 @@ On create, three layers speak (``apis/kueue/v1beta2/workload_types.go`` and
   may request or limit the ``pods`` resource, which Kueue counts itself, nor a negative
   amount (``WorkloadValidateResourcesAreNonNegative``, on by default); assignments name
   real pod sets and their usage divides evenly by their pod count; reclaimable pods name
-  real pod sets and never exceed their count.
+  real pod sets and never exceed their count; a workload holding quota (``QuotaReserved=True``)
+  has an admission; an admission check's ``podSetUpdates`` name real pod sets and carry
+  labels, node selectors, annotations and tolerations Kubernetes would accept;
+- gated webhook rules (``pkg/features``; a Configuration's ``featureGates`` reach them through
+  ``validate_object(..., feature_gates=)``): ``TASValidateWorkloadSliceSize`` (on by default) wants
+  ``podSetSliceSize >= 1`` exactly when ``podSetSliceRequiredTopology`` is set and every
+  ``podsetSliceRequiredTopologyConstraints`` size ``>= 1``;
+  ``WorkloadValidationForPodSetMetadata`` (on by default) checks the pod templates' labels
+  and annotations.
 
 On update the previous accepted version matters.  While the old version holds a quota
 reservation (condition ``QuotaReserved=True``) its pod sets are frozen except that a
 count may shrink (``ElasticJobsViaWorkloadSlices``), and while both versions hold it the
 queue name, the priority-class reference and reclaimable counts may not go back.  An
-admission, once set, can be cleared but not edited.  Quantities compare by value, so
+admission, once set, can be cleared but not edited, and an admission check that is ``Ready``
+in both versions keeps its ``podSetUpdates``.  A workload already holding quota without an
+admission may still be updated (so that it can be removed).  Quantities compare by value, so
 ``"1000m"`` re-applied as ``"1"`` is no change.
 
 The pod sets' verdict depends on the pod sets alone (their paths are fixed, they name no
@@ -27,21 +37,25 @@ status checks need), and so are pod templates, for pod sets that differ only in 
 a name.  Not the whole spec: its queue name differs per LocalQueue, and a thousand queues
 times a few shapes overflowed a memo of specs.  The rest of the spec (queue, priority,
 active, execution time), the metadata, the status and the update rules are checked for
-every object.
+every object, and so are the gated pod-set rules (:func:`_gated_pod_sets`): their verdict
+depends on the gates too, and they read only a few fields.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from kueued.errors import FieldError
 
+from .admission_checks import admission_checks, frozen_pod_set_updates
 from .fields import Errors, boolean, child, enum, index, integer, key, mapping, sequence, string
 from .memo import VerdictMemo
 from .meta import check_metadata
 from .names import DNS1123_LABEL, date_time, exact, quantity, reference
+from .workload_gates import gated_pod_sets
 
 __all__ = ["validate_workload", "has_condition"]
 
@@ -62,19 +76,31 @@ def has_condition(obj: dict[str, Any] | None, kind: str) -> bool:
         isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
-def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None, *,
+                      feature_gates: Mapping[str, bool] | None = None) -> list[FieldError]:
+    """``feature_gates``: what a Configuration spelled out; the rest take Kueue's defaults."""
     errs = Errors()
     check_metadata(errs, obj, namespaced=True)
     counts, n_pod_sets = _check_spec(errs, obj.get("spec"), "spec")  # counts: shared, read-only
+    gated_pod_sets(errs, _dict(obj.get("spec")).get("podSets"), "spec.podSets", feature_gates or {})
     status = mapping(errs, obj.get("status"), "status")
     if status:  # a new workload has none: no conditions, admission or reclaimable pods
         _conditions(errs, status.get("conditions"), "status.conditions")
-        if has_condition(obj, "QuotaReserved") and status.get("admission") is not None:
-            _admission(errs, status.get("admission"), "status.admission", counts, n_pod_sets)
+        if has_condition(obj, "QuotaReserved"):
+            if status.get("admission") is not None:
+                _admission(errs, status.get("admission"), "status.admission", counts, n_pod_sets)
+            elif not _reserved_without_admission(old):  # else let it be updated, so it can be removed
+                errs.required("status.admission", "a workload with condition QuotaReserved=True "
+                              "must have an admission")
         _reclaimable_pods(errs, status.get("reclaimablePods"), "status.reclaimablePods", counts)
+        admission_checks(errs, status.get("admissionChecks"), "status.admissionChecks", counts)
     if old is not None:
         _update(errs, obj, old)
     return errs.items
+
+
+def _reserved_without_admission(obj: dict[str, Any] | None) -> bool:
+    return has_condition(obj, "QuotaReserved") and _dict(_dict(obj).get("status")).get("admission") is None
 
 
 # ---- spec ---------------------------------------------------------------------------------
@@ -134,6 +160,15 @@ def _topology_request(errs: Errors, value: object, path: str) -> None:
     boolean(errs, request.get("unconstrained"), child(path, "unconstrained"))
     for field in ("subGroupCount", "podSetSliceSize"):
         integer(errs, request.get(field), child(path, field))
+    list_path = child(path, "podsetSliceRequiredTopologyConstraints")
+    for i, raw in enumerate(sequence(errs, request.get("podsetSliceRequiredTopologyConstraints"),
+                                     list_path, max_items=3)):
+        p = index(list_path, i)
+        constraint = mapping(errs, raw, p)
+        if constraint.get("topology") is None:
+            errs.required(child(p, "topology"))
+        string(errs, constraint.get("topology"), child(p, "topology"), max_length=63, min_length=1)
+        integer(errs, constraint.get("size"), child(p, "size"))
 
 
 def _check_template(errs: Errors, value: object, path: str) -> None:
@@ -286,6 +321,8 @@ def _update(errs: Errors, new: dict[str, Any], old: dict[str, Any]) -> None:
     if old_admission is not None and new_admission is not None \
             and _canonical(new_admission) != _canonical(old_admission):
         errs.invalid("status.admission", new_admission, "field is immutable")
+    frozen_pod_set_updates(errs, _dict(new.get("status")).get("admissionChecks"),
+                            _dict(old.get("status")).get("admissionChecks"))
 
 
 def _frozen_pod_sets(errs: Errors, new: object, old: object, path: str) -> None:
