@@ -39,8 +39,9 @@ from kueued.model.api import object_key
 
 __all__ = ["ManifestDirectory", "KIND_ORDER", "Source", "is_manifest_name"]
 
-KIND_ORDER = {"Configuration": 0, "Namespace": 1, "Node": 1, "ResourceFlavor": 2, "WorkloadPriorityClass": 2,
-              "Cohort": 3, "ElasticQuota": 3, "ClusterQueue": 4, "LocalQueue": 5, "Workload": 6}
+KIND_ORDER = {"Configuration": 0, "Namespace": 1, "Node": 1, "LimitRange": 2, "ResourceFlavor": 2,
+              "WorkloadPriorityClass": 2, "Cohort": 3, "ElasticQuota": 3, "ClusterQueue": 4, "LocalQueue": 5,
+              "Workload": 6}
 
 Stamp = tuple[int, int, int, int]
 

@@ -24,6 +24,7 @@ from kueued.model.quantity import QuantityError, parse
 from kueued.model.settings import Settings
 from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
+from kueued.scheduling.limitrange import Summary, summarize
 from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, spec_of
 
 __all__ = ["World", "Change", "Settings"]
@@ -39,7 +40,7 @@ class Change(enum.Enum):
 
 
 API_VERSIONS = {**{kind: KUEUE_GROUP for kind in api.KINDS}, "Configuration": CONFIG_GROUP,
-                "Namespace": "v1", "Node": "v1", "ElasticQuota": "scheduling.sigs.k8s.io/v1alpha1"}
+                "Namespace": "v1", "LimitRange": "v1", "Node": "v1", "ElasticQuota": "scheduling.sigs.k8s.io/v1alpha1"}
 """Every kind World.apply takes, with its apiVersion; anything else is refused, never dropped silently
 (a typo such as ``ClusterQueu`` or an old ``v1beta1`` manifest must not vanish)."""
 
@@ -170,6 +171,8 @@ class World:
         self.cluster_queues: dict[str, api.ClusterQueue] = {}
         self.local_queues: dict[str, api.LocalQueue] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
+        self.limit_ranges: dict[str, dict[str, api.LimitRange]] = {}  # namespace -> name -> LimitRange
+        self._limit_summaries: dict[str, Summary | None] = {}
         self.priority_classes: dict[str, int] = {}
         self.workloads: dict[str, WorkloadSpec] = {}  # the current version of each, immutable
         # Where each workload holds quota now: the scheduler's index of its queues' replies, written
@@ -255,6 +258,11 @@ class World:
             return Change.ROUTING, key
         if kind == "Namespace":  # its labels no longer match any selector
             return (Change.ROUTING if self.namespaces.pop(name, None) is not None else Change.NONE), key
+        if kind == "LimitRange":
+            namespace = key.split("/")[1]
+            if self.limit_ranges.get(namespace, {}).pop(name, None) is None:
+                return Change.NONE, key
+            return self._limits_changed(namespace), key
         if kind == "WorkloadPriorityClass":  # new workloads no longer find it; admitted ones keep theirs, as in Kueue
             return (Change.ROUTING if self.priority_classes.pop(name, None) is not None else Change.NONE), key
         if kind == "Configuration":  # Kueue's defaults again
@@ -361,11 +369,14 @@ class World:
         if kind == "WorkloadPriorityClass":
             self.priority_classes[name] = obj.value
             return Change.ROUTING
+        if kind == "LimitRange":
+            self.limit_ranges.setdefault(obj.metadata.namespace, {})[name] = obj
+            return self._limits_changed(obj.metadata.namespace)
         if kind == "Workload":
             if _finished(obj):  # Kueue's Finished condition: its quota is free, it never queues again
                 self.workloads.pop(f"{obj.metadata.namespace}/{name}", None)
                 return Change.WORKLOAD
-            spec = spec_of(obj, priority=self.priority_of(obj))
+            spec = spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace))
             self.workloads[spec.key] = spec
             return Change.WORKLOAD
         return Change.NONE
@@ -381,6 +392,23 @@ class World:
         if cfg.elastic_quota is not None and cfg.elastic_quota.delay_evict_time:
             s.delay_evict_time = parse_duration(cfg.elastic_quota.delay_evict_time)
         self.settings = s
+
+    def _limits_changed(self, namespace: str) -> Change:
+        """A namespace's LimitRanges changed: its pending Workloads are read again with them (Kueue
+        adjusts a Workload when its queue takes it in; admitted ones keep what they were admitted with)."""
+        self._limit_summaries.pop(namespace, None)
+        summary = self.limits_in(namespace)
+        for key, spec in list(self.workloads.items()):
+            if spec.namespace == namespace and key not in self.placed:
+                self.workloads[key] = spec_of(spec.obj, priority=spec.priority, limit_ranges=summary)
+        return Change.ROUTING
+
+    def limits_in(self, namespace: str) -> Summary | None:
+        """The summary of a namespace's LimitRanges (:mod:`kueued.scheduling.limitrange`), or None."""
+        if namespace not in self._limit_summaries:
+            ranges = self.limit_ranges.get(namespace)
+            self._limit_summaries[namespace] = summarize(ranges.values()) if ranges else None
+        return self._limit_summaries[namespace]
 
     # --- derived ----------------------------------------------------------------------------
     def priority_of(self, wl: api.Workload) -> int:

@@ -68,6 +68,7 @@ _KUEUE = ("kueue.x-k8s.io", "v1beta2")
 KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("Namespace", "", "v1", "namespaces", False),
     Kind("Node", "", "v1", "nodes", False),
+    Kind("LimitRange", "", "v1", "limitranges", True),
     Kind("ResourceFlavor", *_KUEUE, "resourceflavors", False),
     Kind("WorkloadPriorityClass", *_KUEUE, "workloadpriorityclasses", False),
     Kind("Cohort", *_KUEUE, "cohorts", False),

@@ -70,9 +70,10 @@ RULES: tuple[Rule, ...] = (
     Rule(KOORDINATOR_GROUP, ("elasticquotas/status",), ("patch",),
          "KubePort.set_quota_condition: an ElasticQuota's Accepted condition (why it was refused)"),
     # Namespace labels decide ClusterQueue namespaceSelectors; nodes' allocatable is the
-    # elastic quota tree's total.
-    Rule("", ("namespaces", "nodes"), _WATCH,
-         "ClusterSource: namespace labels for namespaceSelectors, node allocatable for the elastic total"),
+    # elastic quota tree's total; a namespace's LimitRanges default and bound its Workloads' pods.
+    Rule("", ("namespaces", "nodes", "limitranges"), _WATCH,
+         "ClusterSource: namespace labels for namespaceSelectors, node allocatable for the elastic total, "
+         "LimitRanges for Workloads' defaults and bounds"),
     # KubeClient.create_event: a decision as a core/v1 Event on the object it concerns
     # (cluster-scoped objects' events in `default`); each is a new Event, never a patch.
     Rule("", ("events",), ("create",), "KubeClient.create_event: admissions, evictions, refusals"),

@@ -288,6 +288,26 @@ class Node(_Base):
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
 
+class LimitRangeItem(_Base):
+    type: str = ""
+    max: dict[str, Quantity] = {}
+    min: dict[str, Quantity] = {}
+    default: dict[str, Quantity] = {}
+    default_request: dict[str, Quantity] = {}
+    max_limit_request_ratio: dict[str, Quantity] = {}
+
+
+class LimitRangeSpec(_Base):
+    limits: list[LimitRangeItem] = []
+
+
+class LimitRange(_Base):
+    """A namespace's LimitRange: Kueue defaults and checks Workloads' pod templates with it."""
+
+    metadata: ObjectMeta
+    spec: LimitRangeSpec = msgspec.field(default_factory=LimitRangeSpec)
+
+
 # --- Kueue's manager Configuration ---------------------------------------------------------------
 
 class FairSharingConfig(_Base):
@@ -323,6 +343,7 @@ KINDS: dict[str, type[_Base]] = {
     "WorkloadPriorityClass": WorkloadPriorityClass,
     "Workload": Workload,
     "Namespace": Namespace,
+    "LimitRange": LimitRange,
     "Node": Node,
     "Configuration": Configuration,
 }

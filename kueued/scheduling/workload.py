@@ -27,6 +27,7 @@ import msgspec
 from kueued.model import api
 from kueued.model.quantity import parse
 from kueued.quota.node import FR
+from kueued.scheduling.limitrange import Summary, violations, with_defaults
 
 __all__ = ["Placement", "PodSetRequest", "WorkloadInfo", "WorkloadSpec", "pod_requests", "spec_of", "timestamp"]
 
@@ -136,23 +137,33 @@ class WorkloadSpec(msgspec.Struct, frozen=True, gc=False):
         return out
 
 
-def spec_of(obj: api.Workload, *, priority: int) -> WorkloadSpec:
+def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = None) -> WorkloadSpec:
+    """``limit_ranges``: the summary of the namespace's LimitRanges (:mod:`.limitrange`): their
+    defaults fill in the pod templates, and a pod they would refuse is not admitted."""
     meta = obj.metadata
     key = f"{meta.namespace}/{meta.name}"
+    templates = [ps.template.spec for ps in obj.spec.pod_sets]
+    if limit_ranges is not None:
+        templates = [with_defaults(t, limit_ranges) for t in templates]
     pod_sets = []
-    for ps in obj.spec.pod_sets:
+    refused: list[str] = []
+    for i, (ps, template) in enumerate(zip(obj.spec.pod_sets, templates, strict=True)):
         count = ps.count
-        per_pod = pod_requests(ps.template.spec)
+        per_pod = pod_requests(template)
         pod_sets.append(PodSetRequest(
-            ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v * count}, ps.template.spec,
+            ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v * count}, template,
             tuple(r for r, v in sorted(per_pod.items()) if not v * count)))
+        if limit_ranges is not None:
+            refused += violations(template, limit_ranges, f"podSets[{i}].template.spec", per_pod)
     adm = obj.status.admission
     observed = (Placement(adm.cluster_queue, _usage_of(adm), _flavors_of(adm), _reserved_time(obj))
                 if adm is not None and adm.cluster_queue else None)
+    shape = b"%d|%s|" % (priority, meta.namespace.encode()) + _encode(obj.spec.pod_sets)
+    if limit_ranges is not None:  # the defaults change what nomination reads
+        shape += b"|" + _encode(templates)
     return WorkloadSpec(obj, key, meta.uid or key, f"{meta.namespace}/{obj.spec.queue_name}", priority,
-                        timestamp(meta.creation_timestamp), tuple(pod_sets),
-                        b"%d|%s|" % (priority, meta.namespace.encode()) + _encode(obj.spec.pod_sets),
-                        _limits_error(obj), observed)
+                        timestamp(meta.creation_timestamp), tuple(pod_sets), shape,
+                        _limits_error(obj.spec.pod_sets, templates) or "; ".join(refused), observed)
 
 
 class WorkloadInfo:
@@ -248,10 +259,10 @@ class WorkloadInfo:
         return f"<Workload {self.key} p={self.priority}>"
 
 
-def _limits_error(obj: api.Workload) -> str:
+def _limits_error(pod_sets: list[api.PodSet], templates: list[api.PodSpec]) -> str:
     """Why a container asks more than its limit, or "" (Kueue refuses such a workload)."""
-    for ps in obj.spec.pod_sets:
-        for c in [*ps.template.spec.containers, *ps.template.spec.init_containers]:
+    for ps, template in zip(pod_sets, templates, strict=True):
+        for c in [*template.containers, *template.init_containers]:
             for res, lim in c.resources.limits.items():
                 req = c.resources.requests.get(res)
                 if req is not None and parse(req) > parse(lim):

@@ -383,7 +383,7 @@ async def test_events_and_next_batch_end_when_the_source_stops() -> None:
 @pytest.mark.parametrize("kind", [pytest.param(k, id=k) for k in KINDS])
 def test_every_kind_has_a_path_kubernetes_serves(kind: str) -> None:
     k = KINDS[kind]
-    core = {"Namespace", "Node"}
+    core = {"Namespace", "Node", "LimitRange"}
     assert k.path().startswith("/api/v1/" if kind in core else f"/apis/{k.group}/{k.version}/")
     if k.namespaced:
         assert k.path("ns", "x", "status") == f"{k.path().rsplit('/', 1)[0]}/namespaces/ns/{k.plural}/x/status"

@@ -50,6 +50,7 @@ from kueued.errors import FieldError
 
 from .clusterqueue import validate_cluster_queue, validate_cohort
 from .configuration import validate_configuration
+from .limitrange import validate_limit_range
 from .localqueue import validate_local_queue
 from .meta import validate_namespace
 from .policy import check_admission_policy
@@ -73,6 +74,7 @@ _VALIDATORS: dict[tuple[str, str], Validator] = {
     (KUEUE_GROUP, "WorkloadPriorityClass"): validate_workload_priority_class,
     (CONFIG_GROUP, "Configuration"): validate_configuration,
     ("v1", "Namespace"): validate_namespace,
+    ("v1", "LimitRange"): validate_limit_range,
 }
 
 
