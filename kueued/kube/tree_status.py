@@ -24,7 +24,8 @@ counts the workloads of its own ClusterQueue only (Kueue keeps them in that queu
 The Active condition.  True with reason ``Ready`` ("Can admit new workloads"); else
 False with Kueue's reason for the first cause and every cause in the message, Kueue's
 way ("Can't admit new workloads: is stopped, references missing ResourceFlavor(s): a,b."):
-``Stopped``, ``FlavorNotFound``; a Cohort cycle and a tree deeper than kueued allows have
+``Stopped``, ``FlavorNotFound``, ``AdmissionCheckNotFound`` (kueued runs no admission checks,
+so a queue that names any cannot admit: Kueue's state when the checks do not exist); a Cohort cycle and a tree deeper than kueued allows have
 no Kueue reason (Kueue has no cycle state on a queue, nor a depth limit), so kueued
 names them ``CohortCycle`` and ``CohortTooDeep``, with the sentence its logs use.
 A LocalQueue is Active unless stopped (``Stopped``), its ClusterQueue is missing
@@ -175,6 +176,9 @@ def active_condition(world: World, cq: ClusterQueueSnapshot, obj: api.ClusterQue
                                  if f.name not in world.flavors))
     if missing:
         causes.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {','.join(missing)}"))
+    checks = obj.spec.admission_check_names()
+    if checks:  # kueued runs no admission checks: to it, every one is missing
+        causes.append(("AdmissionCheckNotFound", f"references missing AdmissionCheck(s): {','.join(checks)}"))
     if edges.cq_cut_off(cq.name):
         cohort = obj.spec.cohort_name
         if cohort in edges.cyclic:

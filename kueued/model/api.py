@@ -138,6 +138,15 @@ class AdmissionScope(_Base):
     admission_mode: str = ""
 
 
+class AdmissionCheckStrategyRule(_Base):
+    name: str = ""
+    on_flavors: list[str] = []
+
+
+class AdmissionChecksStrategy(_Base):
+    admission_checks: list[AdmissionCheckStrategyRule] = []
+
+
 class ClusterQueueSpec(_Base):
     cohort_name: str = ""
     resource_groups: list[ResourceGroup] = []
@@ -148,6 +157,12 @@ class ClusterQueueSpec(_Base):
     fair_sharing: FairSharing | None = None
     admission_scope: AdmissionScope | None = None
     stop_policy: str = "None"
+    admission_checks: list[str] = []  # v1beta1's list; v1beta2 names them in the strategy
+    admission_checks_strategy: AdmissionChecksStrategy | None = None
+
+    def admission_check_names(self) -> list[str]:
+        rules = self.admission_checks_strategy.admission_checks if self.admission_checks_strategy else []
+        return sorted({*self.admission_checks, *(r.name for r in rules)})
 
 
 class ClusterQueue(_Base):

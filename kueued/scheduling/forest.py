@@ -99,6 +99,10 @@ def _inactive_reason(cq: api.ClusterQueue, flavors: Mapping[str, api.ResourceFla
                     "is part of a cycle")
         return (f"ClusterQueue {cq.metadata.name} is inactive: cohort {cq.spec.cohort_name} is at level "
                 f"{edges.too_deep[cq.spec.cohort_name]} of its tree; kueued allows at most {MAX_TREE_DEPTH} levels")
+    checks = cq.spec.admission_check_names()
+    if checks:  # Kueue's AdmissionCheckNotFound: none exists for kueued, which runs no admission checks
+        return (f"ClusterQueue {cq.metadata.name} is inactive: references missing AdmissionCheck(s): "
+                f"{', '.join(checks)} (kueued runs no admission checks)")
     if cq.spec.stop_policy not in ("", "None"):
         return f"ClusterQueue {cq.metadata.name} is inactive: stopPolicy {cq.spec.stop_policy}"
     return ""

@@ -109,6 +109,9 @@ def test_a_queue_in_a_cohort_says_what_it_borrows() -> None:
     pytest.param([flavor("default"), cohort("x", parent="y"), cohort("y", parent="x"),
                   cluster_queue("cq", quotas("default", cpu="4"), cohort="x")], "CohortCycle",
                  "Can't admit new workloads: cohort x is part of a cycle.", id="cycle"),
+    pytest.param([flavor("default"), cluster_queue("cq", quotas("default", cpu="4"), admissionChecksStrategy={
+        "admissionChecks": [{"name": "prov"}]})], "AdmissionCheckNotFound",
+                 "Can't admit new workloads: references missing AdmissionCheck(s): prov.", id="admission-checks"),
 ])
 def test_an_inactive_cluster_queue_says_why_with_kueue_s_reasons(objects: list[dict], reason: str,
                                                                     message: str) -> None:
