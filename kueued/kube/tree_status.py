@@ -25,9 +25,9 @@ The Active condition.  True with reason ``Ready`` ("Can admit new workloads"); e
 False with Kueue's reason for the first cause and every cause in the message, Kueue's
 way ("Can't admit new workloads: is stopped, references missing ResourceFlavor(s): a,b."):
 ``Stopped``, ``FlavorNotFound``, ``AdmissionCheckNotFound`` (kueued runs no admission checks,
-so a queue that names any cannot admit: Kueue's state when the checks do not exist); a Cohort cycle and a tree deeper than kueued allows have
-no Kueue reason (Kueue has no cycle state on a queue, nor a depth limit), so kueued
-names them ``CohortCycle`` and ``CohortTooDeep``, with the sentence its logs use.
+so a queue that names any cannot admit: Kueue's state when the checks do not exist); a Cohort
+cycle and a tree deeper than kueued allows have no Kueue reason (Kueue has no cycle state on a
+queue, nor a depth limit), so kueued names them ``CohortCycle`` and ``CohortTooDeep``, with the sentence its logs use.
 A LocalQueue is Active unless stopped (``Stopped``), its ClusterQueue is missing
 (``ClusterQueueDoesNotExist``) or inactive (``ClusterQueueIsInactive``), Kueue's words.
 """
