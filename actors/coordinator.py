@@ -34,6 +34,7 @@ from anyio.abc import TaskGroup
 from actors.balances import Balances
 from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
+from actors.drains import Drains, held_back
 from actors.messages import (
     Adopt,
     Configure,
@@ -64,7 +65,7 @@ __all__ = ["Coordinator", "FOLD_LIMIT"]
 log = structlog.get_logger("kueued.coordinator")
 
 
-class Coordinator(Rounds, Versions, Balances):
+class Coordinator(Rounds, Versions, Drains, Balances):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
                  iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
@@ -89,7 +90,9 @@ class Coordinator(Rounds, Versions, Balances):
         # until a message that can change them is sent (every such message is the coordinator's).
         self._idle: dict[str, dict] = {}
         self._evicting: dict[str, str] = {}  # workload -> its queue: eviction committed, quota still held
-        self._resumed: set[str] = set()  # of those, the ones found evicted (committed before this run)
+        self._uncounted: set[str] = set()  # of those, the ones that are no preemption of this run: found
+        # evicted (committed before it), or drained (actors.drains)
+        self._drain_due = True  # a change since the last drain may call for one (actors.drains)
         self._stale_trees: dict[int, Any] = {}  # roots whose parked workloads go back before the next pop
         self._fold_limit: dict[str, int] = {}  # tree root -> how far its queues look ahead next round
         self._finishing: list[tuple[str, bool, Any]] = []  # Finish asks posted, not yet answered
@@ -206,8 +209,15 @@ class Coordinator(Rounds, Versions, Balances):
                 # another scheduler's eviction): its eviction is finished, never issued again (Kueue's
                 # IssuePreemptions counts such a target for its preemptor and writes nothing)
                 self._evicting[key] = actor.name
-                self._resumed.add(key)  # evicted before this run: not counted as one of its evictions
+                self._uncounted.add(key)  # evicted before this run: not counted as one of its evictions
                 self.port.resume_eviction(key, evicted.message)
+            return
+        why = held_back(self.world, spec)
+        if why:  # deactivated, or its LocalQueue stopped: it waits outside the queues
+            self._taken.discard(key)
+            self.unrouted[key] = why
+            if history is not None:
+                self._left[key] = history
             return
         await actor.ask(Enqueue(spec, history))
         snap_cq = self.forest.cluster_queues[actor.name]
@@ -234,6 +244,8 @@ class Coordinator(Rounds, Versions, Balances):
                      status_kept: bool = False) -> None:
         """``status_kept``: the new version comes with a status (a cluster's Workload; a file's
         manifest has none, unless it describes a workload admitted beforehand)."""
+        if change in (Change.TOPOLOGY, Change.ROUTING, Change.WORKLOAD):
+            self._drain_due = True  # a stop policy, or a Workload's spec.active, may have changed
         if self.held is not None and change in (Change.TOPOLOGY, Change.ROUTING):
             self.held.add(change)
         elif change is Change.TOPOLOGY:
@@ -265,7 +277,8 @@ class Coordinator(Rounds, Versions, Balances):
         """A workload new to the World (already applied) joins its ClusterQueue actor."""
         spec = self.world.workloads[key]
         cq, why = self.world.route(spec)
-        if cq is None or cq not in self.cluster_queues:
+        why = why or held_back(self.world, spec)
+        if cq is None or cq not in self.cluster_queues or why:
             self.unrouted[key] = why or f"ClusterQueue {cq} doesn't exist"
             return
         self._idle.pop(cq, None)
@@ -280,7 +293,7 @@ class Coordinator(Rounds, Versions, Balances):
         spec = self.world.workloads.pop(key, None)
         placed = self.world.placed.pop(key, None)
         self._evicting.pop(key, None)
-        self._resumed.discard(key)
+        self._uncounted.discard(key)
         self._taken.discard(key)
         self.evicted.pop(key, None)
         self._left.pop(key, None)

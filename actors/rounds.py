@@ -93,7 +93,7 @@ class Rounds:
         _idle: dict[str, dict]
         _fold_limit: dict[str, int]
         _evicting: dict[str, str]
-        _resumed: set[str]
+        _uncounted: set[str]
         evicted: dict[str, int]
 
         async def _settle_finishes(self) -> None: ...
@@ -110,6 +110,7 @@ class Rounds:
         self.rounds += 1
         await self._settle_finishes()
         await self._settle_evictions()
+        drained = await self.drain()
         if self.world.terminating:
             await self.reap_terminated()
         self.afs.observe()  # KEP-4136 samples due by now, and what is held now; the queues pop below
@@ -125,7 +126,7 @@ class Rounds:
         touched, tried, evicted = await self._evict(result)
         settled, committed = await self._admit(result)
         parks = self._requeue_rest(result, settled, touched, evicted)
-        return parks or parked or committed or tried
+        return parks or parked or committed or tried or drained
 
     async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
         """Every ClusterQueue is asked at once, then the answers are read in order: one trip
@@ -242,11 +243,12 @@ class Rounds:
             if not self.port.released(key):
                 continue
             del self._evicting[key]
-            resumed = key in self._resumed
-            self._resumed.discard(key)
+            resumed = key in self._uncounted
+            self._uncounted.discard(key)
             actor = self.cluster_queues.get(cq_name)
             if actor is not None and await actor.ask(Released(key)):
                 self._released(key, counted=not resumed)
+                await self.hold_back(key, cq_name)
                 self._idle.pop(cq_name, None)
                 self._changed(cq_name)
                 self._requeue_tree(cq_name)

@@ -34,7 +34,7 @@ class Versions:
         reasons: dict[str, str]
         evicted: dict[str, int]
         _evicting: dict[str, str]
-        _resumed: set[str]
+        _uncounted: set[str]
         _taken: set[str]
         _left: dict[str, Left]
         _idle: dict[str, dict]
@@ -101,7 +101,7 @@ class Versions:
         """
         self._idle.clear()
         self._evicting.pop(key, None)
-        self._resumed.discard(key)
+        self._uncounted.discard(key)
         placed = self.world.placed.pop(key, None)
         name = placed.cluster_queue if placed is not None else self.world.route(old)[0]
         holders = [name] if name in self.cluster_queues else list(self.cluster_queues)

@@ -55,6 +55,8 @@ COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 """One status write is milliseconds on a quiet API server and seconds on a throttled one."""
 
 EVICTED_BY_PREEMPTION = "Preempted"
+DRAINED = frozenset({"Deactivated", "ClusterQueueStopped", "LocalQueueStopped"})
+"""Evictions that are not preemptions (``actors.drains``), counted under their own reason."""
 """The ``Evicted`` condition's reason on every eviction kueued writes (Kueue's WorkloadEvictedByPreemption)."""
 
 CQ_STATUSES = ("pending", "active", "terminating")
@@ -247,8 +249,8 @@ class Metrics:
             if kind == "admit":
                 self.admitted.child(cluster_queue).inc(delta)
                 self.quota_reserved.child(cluster_queue).inc(delta)
-            elif kind == "evict":
-                self.evicted.child(cluster_queue, EVICTED_BY_PREEMPTION).inc(delta)
+            elif kind == "evict":  # a drain's reason is the Evicted condition's; a preemption's is Preempted
+                self.evicted.child(cluster_queue, _reason if _reason in DRAINED else EVICTED_BY_PREEMPTION).inc(delta)
             self._seen[key] = total
 
     def observe_timings(self, timings: Iterable[tuple[str, float]]) -> None:

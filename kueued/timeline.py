@@ -253,7 +253,8 @@ class TimelinePort(NoStatus):
         self.timeline.admitted(workload, cluster_queue, usage)
         return True
 
-    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
+                    preempted: bool = True) -> bool:
         self.timeline.evicted(workload)
         return True
 

@@ -180,19 +180,23 @@ class KubePort:
         return True
 
     # --- eviction, two phases ------------------------------------------------------------------
-    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
+                    preempted: bool = True) -> bool:
         started = self.clock()
         try:
-            return await self._evict(workload, cluster_queue=cluster_queue, reason=reason, message=message)
+            return await self._evict(workload, cluster_queue=cluster_queue, reason=reason, message=message,
+                                     preempted=preempted)
         finally:
             self.timings.append(("evict", self.clock() - started))
 
-    async def _evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+    async def _evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
+                     preempted: bool) -> bool:
         manifest = self.manifest_of(workload)
         if manifest is None:
             return False
-        conditions = [Condition("Evicted", "True", "Preempted", message),
-                      Condition("Preempted", "True", reason, message)]
+        conditions = ([Condition("Evicted", "True", "Preempted", message),
+                       Condition("Preempted", "True", reason, message)] if preempted
+                      else [Condition("Evicted", "True", reason, message)])
         if not await self._write(workload, self._status_body(manifest, conditions, conditional=True),
                                  what="evict", applied=partial(_evicted_for, message)):
             return False

@@ -103,12 +103,14 @@ class FencedPort:
                                          **({"counts": counts} if counts is not None else {}))
         return self._cut("admit", scope)
 
-    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
+                    preempted: bool = True) -> bool:
         remaining = self._gate()
         if remaining <= 0:
             return await self._refuse("evict")
         with anyio.move_on_after(remaining) as scope:
-            return await self.port.evict(workload, cluster_queue=cluster_queue, reason=reason, message=message)
+            return await self.port.evict(workload, cluster_queue=cluster_queue, reason=reason, message=message,
+                                         **({} if preempted else {"preempted": False}))
         return self._cut("evict", scope)
 
     # --- status: checked when it starts -------------------------------------------------------------

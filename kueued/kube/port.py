@@ -55,7 +55,12 @@ class ApiPort(Protocol):
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
                     usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool: ...
 
-    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool: ...
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
+                    preempted: bool = True) -> bool:
+        """Evict an admitted workload.  ``preempted``: by a preemptor (``reason`` is Kueue's
+        preemption reason: Evicted=Preempted and Preempted=``reason``); else ``reason`` is the
+        Evicted condition's own (Deactivated, ClusterQueueStopped, LocalQueueStopped)."""
+        ...
 
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
         """Merge these annotations into the ElasticQuota (a merge patch); False when refused."""
@@ -166,7 +171,8 @@ class InMemoryPort(NoStatus):
         self.pending_reasons.pop(workload, None)
         return True
 
-    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
+                    preempted: bool = True) -> bool:
         self._commit(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
         return True
 

@@ -64,6 +64,15 @@ async def test_a_partial_admission_records_the_pods_admitted_and_their_usage() -
         {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1500m"}}]
 
 
+async def test_a_drain_is_evicted_with_its_own_reason_and_no_preempted_condition() -> None:
+    port, client = _port(_workload(), [0.0])
+    assert await port.evict("ns/w", cluster_queue="cq", reason="Deactivated", message="The workload is deactivated",
+                            preempted=False)
+    first = client.writes[0][2]["status"]["conditions"]
+    assert [(c["type"], c["status"], c["reason"]) for c in first] == [("Evicted", "True", "Deactivated")]
+    assert port.counts[("evict", "cq", "Deactivated")] == 1
+
+
 async def test_a_refused_admission_writes_nothing_and_says_so() -> None:
     port, client = _port(_workload(), [0.0])
     client.conflict = True

@@ -1,0 +1,125 @@
+"""Evictions that are not preemptions, and workloads that may not queue.
+
+Kueue's workload controller evicts an admitted workload, whatever the quota says, when
+
+* the Workload is deactivated (``spec.active: false``): Evicted, reason ``Deactivated``;
+* its LocalQueue's ``stopPolicy`` is ``HoldAndDrain``: reason ``LocalQueueStopped``;
+* its ClusterQueue's ``stopPolicy`` is ``HoldAndDrain``: reason ``ClusterQueueStopped``;
+
+and its queue manager keeps a pending workload out of the queues while it is deactivated or
+its LocalQueue is stopped (``Hold`` or ``HoldAndDrain``); a stopped ClusterQueue is inactive
+instead (``kueued.scheduling.forest``), so its workloads wait in it.
+
+:func:`held_back` says why a pending workload may not queue (the coordinator leaves it
+unrouted, with that reason, until a change lets it in); :func:`drain_reason` says why an
+admitted one must go.  :class:`Drains` (a mixin of the Coordinator) evicts those at the
+start of a round, only after a change that can call for it (a new version of a Workload, a
+routing or topology change, a start): two phases as for a preemption (``kueued.kube.commits``;
+Evicted carries the drain's reason and no Preempted condition), and once the reservation is
+cleared the workload goes back to its queue, or, held back, leaves it.  A drain is not a
+preemption: ``simulate`` does not count it as one.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+import structlog
+
+from actors.commits import commit_all
+from actors.messages import Evict, Forget
+from kueued.scheduling.workload import Placement, WorkloadSpec
+
+if TYPE_CHECKING:
+    from actors.cluster_queue import ClusterQueueActor
+    from actors.versions import Left
+    from kueued.kube.port import ApiPort
+    from kueued.world import World
+
+__all__ = ["Drains", "held_back", "drain_reason", "DEACTIVATED", "LOCAL_QUEUE_STOPPED", "CLUSTER_QUEUE_STOPPED"]
+
+DEACTIVATED = ("Deactivated", "The workload is deactivated")
+LOCAL_QUEUE_STOPPED = ("LocalQueueStopped", "The LocalQueue is stopped")
+CLUSTER_QUEUE_STOPPED = ("ClusterQueueStopped", "The ClusterQueue is stopped")
+
+log = structlog.get_logger("kueued.coordinator")
+
+
+def held_back(world: World, spec: WorkloadSpec) -> str:
+    """Why a pending workload may not queue now, or ""."""
+    if not spec.obj.spec.active:
+        return "the Workload is deactivated (spec.active is false)"
+    lq = world.local_queues.get(spec.local_queue)
+    if lq is not None and lq.spec.stop_policy not in ("", "None"):
+        return f"LocalQueue {spec.queue_name} is stopped (stopPolicy {lq.spec.stop_policy})"
+    return ""
+
+
+def drain_reason(world: World, spec: WorkloadSpec, placement: Placement) -> tuple[str, str] | None:
+    """The Evicted condition's (reason, message) an admitted workload must be evicted with, or None."""
+    if not spec.obj.spec.active:
+        return DEACTIVATED
+    lq = world.local_queues.get(spec.local_queue)
+    if lq is not None and lq.spec.stop_policy == "HoldAndDrain":
+        return LOCAL_QUEUE_STOPPED
+    cq = world.cluster_queues.get(placement.cluster_queue)
+    if cq is not None and cq.spec.stop_policy == "HoldAndDrain":
+        return CLUSTER_QUEUE_STOPPED
+    return None
+
+
+class Drains:
+    """The drain half of the Coordinator (a mixin: every attribute is the Coordinator's)."""
+
+    if TYPE_CHECKING:  # what the Coordinator provides
+        world: World
+        port: ApiPort
+        cluster_queues: dict[str, ClusterQueueActor]
+        unrouted: dict[str, str]
+        _evicting: dict[str, str]
+        _uncounted: set[str]
+        _taken: set[str]
+        _left: dict[str, Left]
+        _idle: dict[str, dict]
+        _drain_due: bool
+
+        def _changed(self, cluster_queue: str | None) -> None: ...
+        def _requeue_tree(self, cq_name: str) -> None: ...
+        def _released(self, key: str, *, counted: bool = True) -> None: ...
+
+    async def drain(self) -> bool:
+        """Evict every admitted workload that must go (module notes); whether any eviction was tried."""
+        if not self._drain_due:
+            return False
+        self._drain_due = False
+        due = [(key, placed.cluster_queue, why) for key, placed in self.world.placed.items()
+               if key not in self._evicting and (spec := self.world.workloads.get(key)) is not None
+               and (why := drain_reason(self.world, spec, placed)) is not None]
+        if not due:
+            return False
+        committed = await commit_all(self.port, [
+            partial(self.port.evict, key, cluster_queue=cq, reason=why[0], message=why[1], preempted=False)
+            for key, cq, why in due])
+        for (key, cq, why), ok in zip(due, committed, strict=True):
+            actor = self.cluster_queues.get(cq)
+            if not ok:
+                self._drain_due = True  # refused: tried again next round
+                continue
+            if actor is None or not await actor.ask(Evict(key)):
+                continue
+            log.info("workload_evicted", workload=key, cluster_queue=cq, reason=why[0], message=why[1])
+            self._evicting[key] = cq
+            self._uncounted.add(key)  # not a preemption; released with the other evictions
+        return True
+
+    async def hold_back(self, key: str, cq_name: str) -> None:
+        """A workload whose eviction was just released leaves its queue if it may not queue now."""
+        spec = self.world.workloads.get(key)
+        why = held_back(self.world, spec) if spec is not None else ""
+        actor = self.cluster_queues.get(cq_name)
+        if why and actor is not None:
+            self._left.update(await actor.ask(Forget(frozenset({key}))))
+            self._taken.discard(key)
+            self.unrouted[key] = why
+
