@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -60,6 +61,11 @@ def _type_error(kind: object, api_version: object) -> FieldError | None:
         what = "Required value" if api_version in (None, "") else f'Unsupported value: "{str(api_version)[:100]}"'
         return FieldError("apiVersion", f"{what}: kueued reads {kind} as {API_VERSIONS[kind]}")
     return None
+
+
+def _names_class(spec: WorkloadSpec, name: str) -> bool:
+    ref = spec.obj.spec.priority_class_ref
+    return ref is not None and ref.kind == "WorkloadPriorityClass" and ref.name == name
 
 
 def _finished(wl: api.Workload) -> bool:
@@ -195,6 +201,7 @@ class World:
                 return Change.NONE, key
             return self._limits_changed(namespace), key
         if kind == "WorkloadPriorityClass":  # new workloads no longer find it; admitted ones keep theirs, as in Kueue
+            # Kueue's controller wrote the last value into spec.priority: the specs held keep it
             return (Change.ROUTING if self.priority_classes.pop(name, None) is not None else Change.NONE), key
         if kind == "Configuration":  # Kueue's defaults again
             self.settings = Settings()
@@ -299,6 +306,7 @@ class World:
             return Change.ROUTING
         if kind == "WorkloadPriorityClass":
             self.priority_classes[name] = obj.value
+            self._respec(lambda spec: _names_class(spec, name))  # the class's value reaches its Workloads
             return Change.ROUTING
         if kind == "LimitRange":
             self.limit_ranges.setdefault(obj.metadata.namespace, {})[name] = obj
@@ -328,11 +336,16 @@ class World:
         """A namespace's LimitRanges changed: its pending Workloads are read again with them (Kueue
         adjusts a Workload when its queue takes it in; admitted ones keep what they were admitted with)."""
         self._limit_summaries.pop(namespace, None)
-        summary = self.limits_in(namespace)
-        for key, spec in list(self.workloads.items()):
-            if spec.namespace == namespace and key not in self.placed:
-                self.workloads[key] = spec_of(spec.obj, priority=spec.priority, limit_ranges=summary)
+        self._respec(lambda spec: spec.namespace == namespace)
         return Change.ROUTING
+
+    def _respec(self, which: Callable[[WorkloadSpec], bool]) -> None:
+        """Read the pending Workloads ``which`` picks again (their priority and LimitRanges may have
+        changed); an admitted one keeps the version its queue holds until its next event."""
+        for key, spec in list(self.workloads.items()):
+            if key not in self.placed and which(spec):
+                self.workloads[key] = spec_of(spec.obj, priority=self.priority_of(spec.obj),
+                                              limit_ranges=self.limits_in(spec.namespace))
 
     def limits_in(self, namespace: str) -> Summary | None:
         """The summary of a namespace's LimitRanges (:mod:`kueued.scheduling.limitrange`), or None."""
@@ -343,11 +356,13 @@ class World:
 
     # --- derived ----------------------------------------------------------------------------
     def priority_of(self, wl: api.Workload) -> int:
+        """A WorkloadPriorityClass's value, as Kueue's WorkloadPriorityClass controller keeps it in
+        the ``spec.priority`` of every Workload naming the class; else ``spec.priority``."""
+        ref = wl.spec.priority_class_ref
+        if ref is not None and ref.kind == "WorkloadPriorityClass" and ref.name in self.priority_classes:
+            return self.priority_classes[ref.name]
         if wl.spec.priority is not None:
             return wl.spec.priority
-        ref = wl.spec.priority_class_ref
-        if ref is not None and ref.name in self.priority_classes:
-            return self.priority_classes[ref.name]
         return 0
 
     def route(self, wl: WorkloadSpec | WorkloadInfo) -> tuple[str | None, str]:

@@ -214,3 +214,21 @@ def test_a_configuration_s_feature_gates_reach_workload_validation() -> None:
     world.apply({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
                  "featureGates": {"WorkloadValidationForPodSetMetadata": False}})
     assert world.apply(bad("b"))[0] is Change.WORKLOAD
+
+
+def test_a_workload_priority_class_s_value_is_its_workloads_priority_and_follows_its_changes() -> None:
+    """Kueue's WorkloadPriorityClass controller keeps every Workload naming the class at its value."""
+    def wpc(value: int) -> dict:
+        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "high"}, "value": value}
+
+    world = World()
+    world.apply(wpc(100))
+    wl = workload("w", "ns", "lq", cpu="1", priority=100)
+    wl["spec"]["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
+    world.apply(wl)
+    assert world.workloads["ns/w"].priority == 100
+    assert world.apply(wpc(1000))[0] is Change.ROUTING
+    assert world.workloads["ns/w"].priority == 1000
+    assert world.delete(wpc(1000))[0] is Change.ROUTING
+    assert world.workloads["ns/w"].priority == 1000  # as Kueue's controller left it written
