@@ -276,9 +276,15 @@ class Condition(_Base):
     last_transition_time: str | None = None
 
 
+class ReclaimablePod(_Base):
+    name: str = ""
+    count: int = 0
+
+
 class WorkloadStatus(_Base):
     admission: Admission | None = None
     conditions: list[Condition] = []
+    reclaimable_pods: list[ReclaimablePod] = []
 
 
 class Workload(_Base):

@@ -147,8 +147,9 @@ def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = 
         templates = [with_defaults(t, limit_ranges) for t in templates]
     pod_sets = []
     refused: list[str] = []
+    reclaimable = {r.name: r.count for r in obj.status.reclaimable_pods}
     for i, (ps, template) in enumerate(zip(obj.spec.pod_sets, templates, strict=True)):
-        count = ps.count
+        count = max(0, ps.count - reclaimable.get(ps.name, 0))  # pods done for good need no quota (KEP-78)
         per_pod = pod_requests(template)
         pod_sets.append(PodSetRequest(
             ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v * count}, template,
@@ -156,7 +157,7 @@ def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = 
         if limit_ranges is not None:
             refused += violations(template, limit_ranges, f"podSets[{i}].template.spec", per_pod)
     adm = obj.status.admission
-    observed = (Placement(adm.cluster_queue, _usage_of(adm), _flavors_of(adm), _reserved_time(obj))
+    observed = (Placement(adm.cluster_queue, _usage_of(adm, obj, reclaimable), _flavors_of(adm), _reserved_time(obj))
                 if adm is not None and adm.cluster_queue else None)
     shape = b"%d|%s|" % (priority, meta.namespace.encode()) + _encode(obj.spec.pod_sets)
     if limit_ranges is not None:  # the defaults change what nomination reads
@@ -271,13 +272,20 @@ def _limits_error(pod_sets: list[api.PodSet], templates: list[api.PodSpec]) -> s
     return ""
 
 
-def _usage_of(adm: api.Admission) -> dict[FR, int]:
+def _usage_of(adm: api.Admission, obj: api.Workload, reclaimable: dict[str, int]) -> dict[FR, int]:
+    """The quota an admission holds: its pod sets' resourceUsage, scaled down to the pods not yet
+    reclaimable (Kueue's ``totalRequestsFromAdmission``: pods that finished for good free theirs)."""
+    counts = {ps.name: ps.count for ps in obj.spec.pod_sets}
     usage: dict[FR, int] = {}
     for psa in adm.pod_set_assignments:
+        admitted = psa.count if psa.count is not None else counts.get(psa.name, 0)
+        current = max(0, counts.get(psa.name, 0) - reclaimable.get(psa.name, 0))
         for res, q in psa.resource_usage.items():
-            flavor = psa.flavors.get(res, "")
-            fr = (flavor, res)
-            usage[fr] = usage.get(fr, 0) + parse(q)
+            fr = (psa.flavors.get(res, ""), res)
+            amount = parse(q)
+            if admitted and current < admitted:
+                amount = amount // admitted * current
+            usage[fr] = usage.get(fr, 0) + amount
     return usage
 
 
