@@ -60,9 +60,10 @@ MODELS: dict[str, type] = {
     "ResourceFlavor": api.ResourceFlavor, "Cohort": api.Cohort, "ClusterQueue": api.ClusterQueue,
     "LocalQueue": api.LocalQueue, "Workload": api.Workload, "WorkloadPriorityClass": api.WorkloadPriorityClass,
     "Namespace": api.Namespace, "Configuration": api.Configuration, "ElasticQuota": shapes.ElasticQuota,
+    "LimitRange": api.LimitRange,
 }
 SCHEMAS = {kind: structural(model) for kind, model in MODELS.items()}
-NAMESPACED = {"LocalQueue", "Workload", "ElasticQuota"}
+NAMESPACED = {"LocalQueue", "Workload", "ElasticQuota", "LimitRange"}
 
 # The good set: names no strategy below ever draws, so nothing fuzzed can touch it.
 GOOD_NS, GOOD_CQ, GOOD_WL = "zz-good", "zz-good-cq", "zz-good/zz-good-wl"
@@ -179,6 +180,10 @@ def seed(kind: str, name: str = "a", ns: str = "fz") -> dict[str, Any]:
                                   "fairSharing": {"enable": True,
                                                   "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}},
         "ElasticQuota": lambda: _elastic_quota(name, ns, parent="b"),
+        "LimitRange": lambda: {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name, "namespace": ns},
+                               "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}, "min": {"cpu": "100m"},
+                                                    "defaultRequest": {"cpu": "500m"}},
+                                                   {"type": "Pod", "max": {"memory": "4Gi"}}]}},
     }
     return make[kind]()
 
