@@ -21,7 +21,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kueued.kube.job_workload import ORIGINAL_ANNOTATION, POD_SET, _dict, _list, _meta, _name, _template_spec
+from kueued.kube.job_workload import (
+    ORIGINAL_ANNOTATION,
+    POD_SET,
+    _dict,
+    _list,
+    _meta,
+    _name,
+    _template_spec,
+    min_parallelism,
+    sync_completions,
+)
 
 __all__ = ["FlavorConflict", "start_patch", "suspend_patch", "reset_start_time_patch", "restore_patch",
            "original_info"]
@@ -44,7 +54,8 @@ def _map_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, An
 
 
 def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The template's own ``nodeSelector`` and ``tolerations``: from the annotation, else the Workload's copy."""
+    """The template's own ``nodeSelector`` and ``tolerations`` (and, for a Job started with fewer
+    pods, its own ``parallelism`` and ``completions``): from the annotation, else the Workload's copy."""
     raw = _dict(_meta(job).get("annotations")).get(ORIGINAL_ANNOTATION)
     if isinstance(raw, str):
         try:
@@ -54,17 +65,23 @@ def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -
         for info in _list(infos):
             info = _dict(info)
             if info.get("name", POD_SET) == POD_SET:
-                return {"nodeSelector": _dict(info.get("nodeSelector")), "tolerations": _list(info.get("tolerations"))}
+                kept: dict[str, Any] = {k: info[k] for k in ("parallelism", "completions") if k in info}
+                return {"nodeSelector": _dict(info.get("nodeSelector")), "tolerations": _list(info.get("tolerations")),
+                        **kept}
     if workload is not None:
         for ps in _list(_dict(workload.get("spec")).get("podSets")):
             if _dict(ps).get("name", POD_SET) == POD_SET:
                 spec = _dict(_dict(_dict(ps).get("template")).get("spec"))
-                return {"nodeSelector": _dict(spec.get("nodeSelector")), "tolerations": _list(spec.get("tolerations"))}
+                info = {"nodeSelector": _dict(spec.get("nodeSelector")), "tolerations": _list(spec.get("tolerations"))}
+                if min_parallelism(job) is not None:  # RestorePodSetsInfo: the Workload's count
+                    info["parallelism"] = _dict(ps).get("count")
+                return info
     return None
 
 
-def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]]) -> dict[str, Any]:
-    """Unsuspend ``job`` with the ``flavors``' (ResourceFlavor manifests) node labels and tolerations.
+def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]], count: int | None = None) -> dict[str, Any]:
+    """Unsuspend ``job`` with the ``flavors``' (ResourceFlavor manifests) node labels and tolerations;
+    ``count``: the pods admitted, which a Job asking for fewer (partial admission) runs at once.
 
     The original comes from the annotation if the Job already carries one (a stop not yet
     finished), so a second start never mistakes injected values for the user's.
@@ -84,13 +101,22 @@ def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]]) -> dict[str,
         for toleration in _list(fspec.get("tolerations")):
             if toleration not in tolerations:
                 tolerations.append(toleration)
-    info = [{"name": POD_SET, "nodeSelector": original["nodeSelector"], "tolerations": original["tolerations"]}]
+    kept: dict[str, Any] = {"name": POD_SET, "nodeSelector": original["nodeSelector"],
+                            "tolerations": original["tolerations"]}
+    body: dict[str, Any] = {"suspend": False, "template": {"spec": {
+        "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), selector),
+        "tolerations": tolerations or None}}}
+    if count is not None and min_parallelism(job) is not None:  # Kueue's RunWithPodSetsInfo
+        job_spec = _dict(job.get("spec"))
+        for field in ("parallelism", "completions") if sync_completions(job) else ("parallelism",):
+            kept[field] = original[field] if field in original else job_spec.get(field)
+        body["parallelism"] = count
+        if sync_completions(job):
+            body["completions"] = count
     return {
         "metadata": {**_precondition(job),
-                     "annotations": {ORIGINAL_ANNOTATION: json.dumps(info, sort_keys=True, separators=(",", ":"))}},
-        "spec": {"suspend": False, "template": {"spec": {
-            "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), selector),
-            "tolerations": tolerations or None}}},
+                     "annotations": {ORIGINAL_ANNOTATION: json.dumps([kept], sort_keys=True, separators=(",", ":"))}},
+        "spec": body,
     }
 
 
@@ -111,4 +137,7 @@ def restore_patch(job: dict[str, Any], workload: dict[str, Any] | None) -> dict[
         body["spec"] = {"template": {"spec": {
             "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), original["nodeSelector"]),
             "tolerations": original["tolerations"] or None}}}
+        for field in ("parallelism", "completions"):  # a Job started with fewer pods asks for all again
+            if field in original:
+                body["spec"][field] = original[field]
     return body

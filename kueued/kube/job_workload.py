@@ -11,8 +11,16 @@ are Kueue's (``pkg/controller/jobframework/reconciler.go``, ``pkg/controller/job
   ``kueue.x-k8s.io/job-uid``, takes ``spec.queueName`` from the Job's
   ``kueue.x-k8s.io/queue-name`` label (v1beta2 reads the label only) and has one pod set,
   ``main``: the Job's pod template without the labels the Job API manages, ``count`` the
-  pods that run at once (``parallelism``, default 1, or ``completions`` if fewer), no
-  ``minCount``.  Its priority is resolved by the caller (:class:`Priority`).
+  pods that run at once (``parallelism``, default 1, or ``completions`` if fewer) and, when the
+  Job carries :data:`MIN_PARALLELISM_ANNOTATION` below that count, ``minCount`` (Kueue's partial
+  admission: the scheduler may admit fewer pods).  Its priority is resolved by the caller
+  (:class:`Priority`).
+- **Partial admission**: a Job admitted with fewer pods starts with ``parallelism`` (and, with
+  :data:`SYNC_COMPLETIONS_ANNOTATION` ``"true"``, ``completions``) set to the admitted count, its
+  own values kept in :data:`ORIGINAL_ANNOTATION` (completions only for an Indexed Job, the only
+  kind whose completions the API server lets change) and given back when it stops (Kueue's
+  ``RunWithPodSetsInfo`` / ``RestorePodSetsInfo``).  While admitted, the Job matches its Workload
+  when it asks for the admitted count (or, suspended, for the Workload's own count).
 - **Starting** merges the assigned flavors' ``nodeLabels`` into the template's
   ``nodeSelector`` and appends their ``tolerations``, keeps what the template had in the
   annotation :data:`ORIGINAL_ANNOTATION` and sets ``suspend: false``, in one merge patch
@@ -39,11 +47,20 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from datetime import datetime
 from typing import Any, NamedTuple
 
 import msgspec
 
+from kueued.kube.workload_state import (
+    _dict,
+    _list,
+    _meta,
+    condition_true,
+    has_reservation,
+    is_admitted,
+    is_evicted,
+    owner_uid,
+)
 from kueued.model.api import IN_USE_FINALIZER
 
 __all__ = [
@@ -51,6 +68,8 @@ __all__ = [
     "FAILED_TO_START", "Priority", "Step", "Done", "Wait", "CreateWorkload", "DeleteWorkloads",
     "UpdatePodSets", "MoveQueue", "Suspend", "ResetStartTime", "Restore", "Start", "Finish", "Release",
     "workload_name", "queue_name", "job_finished", "pod_count", "pod_sets", "build_workload", "equivalent",
+    "MIN_PARALLELISM_ANNOTATION", "SYNC_COMPLETIONS_ANNOTATION", "min_parallelism", "admitted_count",
+    "sync_completions",
     "condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid", "decide",
 ]
 
@@ -58,6 +77,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 ORIGINAL_ANNOTATION = "kueued.io/original-pod-sets-info"
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+SYNC_COMPLETIONS_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 """On a started Job: its pod sets' scheduling directives before the flavors' were merged in,
 as Kueue's PodSetInfo (``[{"name": "main", "nodeSelector": {...}, "tolerations": [...]}]``).
 Kueue v1beta1 kept only node selectors (``kueue.x-k8s.io/original-node-selectors``, removed
@@ -139,18 +160,6 @@ class Release(Step, frozen=True, tag=True):
 
 # ---- reading manifests --------------------------------------------------------------------------
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return _dict(obj.get("metadata"))
-
-
 def _template_spec(job: dict[str, Any]) -> dict[str, Any]:
     return _dict(_dict(_dict(job.get("spec")).get("template")).get("spec"))
 
@@ -193,12 +202,33 @@ def pod_count(job: dict[str, Any]) -> int:
     return count
 
 
+def min_parallelism(job: dict[str, Any]) -> int | None:
+    """Kueue's ``minPodsCount``: the annotation's whole number, when it is one and at least 1."""
+    raw = _dict(_meta(job).get("annotations")).get(MIN_PARALLELISM_ANNOTATION)
+    try:
+        value = int(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    return value if value is not None and value >= 1 else None
+
+
+def sync_completions(job: dict[str, Any]) -> bool:
+    """Kueue's ``syncCompletionWithParallelism``: an Indexed Job whose annotation asks for it (the API
+    server lets ``completions`` change only with ``parallelism``, and only for an Indexed Job)."""
+    return (_dict(job.get("spec")).get("completionMode") == "Indexed"
+            and _dict(_meta(job).get("annotations")).get(SYNC_COMPLETIONS_ANNOTATION) == "true")
+
+
 def pod_sets(job: dict[str, Any]) -> list[dict[str, Any]]:
     template = copy.deepcopy(_dict(_dict(job.get("spec")).get("template")))
     labels = _dict(_dict(template.get("metadata")).get("labels"))
     for label in MANAGED_LABELS:
         labels.pop(label, None)
-    return [{"name": POD_SET, "count": pod_count(job), "template": template}]
+    ps: dict[str, Any] = {"name": POD_SET, "count": pod_count(job), "template": template}
+    minimum = min_parallelism(job)
+    if minimum is not None and minimum < ps["count"]:
+        ps["minCount"] = minimum
+    return [ps]
 
 
 def build_workload(job: dict[str, Any], *, priority: Priority) -> dict[str, Any]:
@@ -232,67 +262,34 @@ def _shape(count: Any, template: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def equivalent(job: dict[str, Any], workload: dict[str, Any]) -> bool:
-    """Whether ``workload`` still asks for what ``job`` needs (Kueue's ``equivalentToWorkload``, on resources)."""
+    """Whether ``workload`` still asks for what ``job`` needs (Kueue's ``EquivalentToWorkload``, on
+    resources): while it holds quota, the Job must ask for the pods admitted (fewer than the
+    Workload's with partial admission), or, suspended, for the Workload's own count."""
     ours = _list(_dict(workload.get("spec")).get("podSets"))
     if len(ours) != 1:
         return False
     (wanted,) = pod_sets(job)
     have = _dict(ours[0])
-    return _shape(wanted["count"], wanted["template"]) == _shape(_int(have.get("count"), 1),
-                                                                 _dict(have.get("template")))
+    template = _dict(have.get("template"))
+    job_shape = _shape(wanted["count"], wanted["template"])
+    spec_shape = _shape(_int(have.get("count"), 1), template)
+    admitted = admitted_count(workload) if has_reservation(workload) else None
+    if admitted is None:
+        return job_shape == spec_shape
+    return job_shape == _shape(admitted, template) or (suspended(job) and job_shape == spec_shape)
 
 
-def condition_true(obj: dict[str, Any], kind: str) -> bool:
-    return any(_dict(c).get("type") == kind and _dict(c).get("status") == "True"
-               for c in _list(_dict(obj.get("status")).get("conditions")))
-
-
-def has_reservation(workload: dict[str, Any]) -> bool:
-    return bool(_dict(workload.get("status")).get("admission")) and condition_true(workload, "QuotaReserved")
-
-
-def is_admitted(workload: dict[str, Any]) -> bool:
-    return bool(_dict(workload.get("status")).get("admission")) and condition_true(workload, "Admitted")
-
-
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in map(_dict, _list(_dict(obj.get("status")).get("conditions"))) if c.get("type") == kind),
-                None)
-
-
-def _time(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-
-
-def is_evicted(workload: dict[str, Any]) -> bool:
-    """``Evicted=True`` and not since reserved again.
-
-    Kueue resets ``Evicted`` to False when it reserves quota again; a writer that does not
-    leaves a stale True beside a fresh reservation, so a reservation made after the eviction
-    (``QuotaReserved`` changed later) wins.  On a tie (the same second) the reservation wins
-    too: an eviction's second phase clears the admission at once, which stops the Job anyway.
-    """
-    evicted = _condition(workload, "Evicted")
-    if evicted is None or evicted.get("status") != "True":
-        return False
-    if not has_reservation(workload):
-        return True
-    reserved = _condition(workload, "QuotaReserved") or {}
-    evicted_at, reserved_at = _time(evicted.get("lastTransitionTime")), _time(reserved.get("lastTransitionTime"))
-    if evicted_at is None or reserved_at is None:
-        return True
-    return evicted_at > reserved_at
-
-
-def owner_uid(workload: dict[str, Any]) -> tuple[str, str] | None:
-    """(Job name, Job uid) of the batch/v1 Job that controls ``workload``, if one does."""
-    for ref in _list(_meta(workload).get("ownerReferences")):
-        ref = _dict(ref)
-        if ref.get("controller") is True and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
-            return str(ref.get("name", "")), str(ref.get("uid", ""))
+def admitted_count(workload: dict[str, Any]) -> int | None:
+    """The pods its admission reserved quota for (its pod set's count when the admission says none)."""
+    for psa in _list(_dict(_dict(workload.get("status")).get("admission")).get("podSetAssignments")):
+        psa = _dict(psa)
+        if psa.get("name", POD_SET) == POD_SET:
+            count = psa.get("count")
+            if isinstance(count, int) and not isinstance(count, bool):
+                return count
+    for ps in _list(_dict(workload.get("spec")).get("podSets")):
+        if _dict(ps).get("name", POD_SET) == POD_SET:
+            return _int(_dict(ps).get("count"), 1)
     return None
 
 

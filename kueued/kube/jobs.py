@@ -347,7 +347,7 @@ class JobController:
         admission = (wl.get("status") or {}).get("admission") or {}
         flavors = await assigned_flavors(self.client, admission)
         try:
-            body = jp.start_patch(job, flavors)
+            body = jp.start_patch(job, flavors, jw.admitted_count(wl))
         except jp.FlavorConflict as exc:  # Kueue: a permanent start error finishes the Workload
             log.warning("job_start_impossible", job=key_of(job), reason=str(exc))
             await self._finish(wl, jw.FAILED_TO_START, str(exc))

@@ -62,6 +62,7 @@ class FairSharingStatus(_Shape):
 class WorkloadStatus(_Shape):
     admission: api.Admission | None = None
     conditions: list[Condition] = []
+    reclaimable_pods: list[api.ReclaimablePod] = []  # written by a job integration, read by the scheduler
 
 
 class ClusterQueueStatus(_Shape):

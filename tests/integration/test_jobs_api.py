@@ -252,3 +252,20 @@ def test_a_workload_made_under_kueue_deleted_stops_its_job_and_goes(cluster: Any
     log = [json.loads(line) for line in (tmp_path / "kueued.log").read_text().splitlines() if line.startswith("{")]
     steps = [(e["event"], e.get("why")) for e in log if e.get("event") in ("job_suspended", "workload_released")]
     assert steps == [("job_suspended", "workload deleted"), ("workload_released", "workload deleted")]
+
+
+def test_a_job_with_a_minimum_parallelism_runs_with_the_pods_the_quota_holds(cluster: Any) -> None:
+    """Kueue's partial admission: 4 pods of 1 cpu, at least 2, into 3 cpu: admitted with 3, the Job
+    runs with parallelism 3 (and completions 3, as its annotation asks of an Indexed Job)."""
+    ns = "jobs-partial"
+    _apply(cluster, *_tree(ns, flavor_name="jobs-partial-flavor", cpu="3"))
+    manifest = job("wide", ns, cpu="1")
+    manifest["metadata"]["annotations"] = {jw.MIN_PARALLELISM_ANNOTATION: "2", jw.SYNC_COMPLETIONS_ANNOTATION: "true"}
+    manifest["spec"].update(parallelism=4, completions=4, completionMode="Indexed")
+    wl = _create(cluster, manifest)
+    _wait(cluster, "jsonpath={.spec.suspend}=false", "job/wide", ns)
+    running = _get(cluster, "job/wide", ns)
+    assert (running["spec"]["parallelism"], running["spec"]["completions"]) == (3, 3)
+    (assignment,) = _get(cluster, f"workload/{wl}", ns)["status"]["admission"]["podSetAssignments"]
+    assert (assignment["count"], assignment["resourceUsage"]) == (3, {"cpu": "3"})
+    assert _get(cluster, f"workload/{wl}", ns)["spec"]["podSets"][0]["minCount"] == 2

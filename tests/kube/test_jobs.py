@@ -606,3 +606,55 @@ def test_the_cache_never_takes_back_a_version_of_an_object_deleted_since() -> No
     assert cache.observe("apply", late_reply) is None and f"{NS}/train" not in cache.jobs
     again = make_job(uid="uid-again")
     assert cache.observe("apply", again) == f"{NS}/train" and cache.jobs[f"{NS}/train"] is again
+
+
+def _partial_job() -> dict[str, Any]:
+    job = make_job(parallelism=6, completions=6)
+    job["spec"]["completionMode"] = "Indexed"  # completions may change with parallelism only then
+    job["metadata"]["annotations"] = {jw.MIN_PARALLELISM_ANNOTATION: "2", jw.SYNC_COMPLETIONS_ANNOTATION: "true"}
+    return job
+
+
+async def test_a_job_admitted_with_fewer_pods_runs_that_many_and_asks_for_all_again_when_stopped() -> None:
+    """Kueue's partial admission for batch/v1 Job: the min-parallelism annotation is the pod set's
+    minCount; admitted with fewer pods, the Job runs with that parallelism (completions too, when
+    asked) and matches its Workload; stopped, it gets its own values back."""
+    original = _partial_job()
+    api = setup_api(original)
+    async with controller(api):
+        wl = await api.until(lambda: workload_of(api))
+        assert (wl["spec"]["podSets"][0]["count"], wl["spec"]["podSets"][0]["minCount"]) == (6, 2)
+        reduced = admitted(wl)
+        reduced["status"]["admission"]["podSetAssignments"][0].update(count=4, resourceUsage={"cpu": "4"})
+        api.put(reduced)
+        job = await api.until(lambda: (j := api.obj("Job", NS, "train")) and not j["spec"]["suspend"] and j)
+        assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (4, 4)
+        running = await api.until(lambda: workload_of(api))
+        assert jw.decide(job, [running]) == jw.Done(why="running and admitted")  # equivalent while admitted
+        api.put(evicted(running))
+        job = await api.until(lambda: (j := api.obj("Job", NS, "train")) and
+                              jw.ORIGINAL_ANNOTATION not in j["metadata"].get("annotations", {}) and j)
+    assert job["spec"]["suspend"] is True
+    assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (6, 6)
+    assert job["spec"]["template"] == original["spec"]["template"]
+
+
+def test_a_running_job_asking_for_more_pods_than_admitted_is_stopped() -> None:
+    job = _partial_job()
+    wl = jw.build_workload(job, priority=jw.Priority(0))
+    held = admitted(wl)
+    held["status"]["admission"]["podSetAssignments"][0]["count"] = 4
+    job["spec"]["suspend"] = False  # running with its full parallelism of 6: more than the 4 admitted
+    assert isinstance(jw.decide(job, [held]), jw.Suspend)
+    job["spec"]["suspend"] = True  # suspended, it matches the Workload's own count and may start
+    assert isinstance(jw.decide(job, [held]), jw.Start)
+
+
+def test_a_non_indexed_job_keeps_its_completions_when_started_with_fewer_pods() -> None:
+    job = _partial_job()
+    del job["spec"]["completionMode"]  # the API server refuses a change of a NonIndexed Job's completions
+    body = jp.start_patch(job, [SPOT], 4)
+    assert body["spec"]["parallelism"] == 4 and "completions" not in body["spec"]
+    started = _apply(job, body)
+    restored = _apply(_apply(started, jp.suspend_patch(started)), jp.restore_patch(started, None))
+    assert (restored["spec"]["parallelism"], restored["spec"]["completions"]) == (6, 6)

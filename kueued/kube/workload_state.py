@@ -1,0 +1,76 @@
+"""What a Workload's status says, read defensively from its manifest: the pure predicates the Job
+integration decides on (``kueued.kube.job_workload``).  A malformed field reads as absent, never
+as an exception."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+__all__ = ["condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid"]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return _dict(obj.get("metadata"))
+
+
+def condition_true(obj: dict[str, Any], kind: str) -> bool:
+    return any(_dict(c).get("type") == kind and _dict(c).get("status") == "True"
+               for c in _list(_dict(obj.get("status")).get("conditions")))
+
+
+def has_reservation(workload: dict[str, Any]) -> bool:
+    return bool(_dict(workload.get("status")).get("admission")) and condition_true(workload, "QuotaReserved")
+
+
+def is_admitted(workload: dict[str, Any]) -> bool:
+    return bool(_dict(workload.get("status")).get("admission")) and condition_true(workload, "Admitted")
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in map(_dict, _list(_dict(obj.get("status")).get("conditions"))) if c.get("type") == kind),
+                None)
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def is_evicted(workload: dict[str, Any]) -> bool:
+    """``Evicted=True`` and not since reserved again.
+
+    Kueue resets ``Evicted`` to False when it reserves quota again; a writer that does not
+    leaves a stale True beside a fresh reservation, so a reservation made after the eviction
+    (``QuotaReserved`` changed later) wins.  On a tie (the same second) the reservation wins
+    too: an eviction's second phase clears the admission at once, which stops the Job anyway.
+    """
+    evicted = _condition(workload, "Evicted")
+    if evicted is None or evicted.get("status") != "True":
+        return False
+    if not has_reservation(workload):
+        return True
+    reserved = _condition(workload, "QuotaReserved") or {}
+    evicted_at, reserved_at = _time(evicted.get("lastTransitionTime")), _time(reserved.get("lastTransitionTime"))
+    if evicted_at is None or reserved_at is None:
+        return True
+    return evicted_at > reserved_at
+
+
+def owner_uid(workload: dict[str, Any]) -> tuple[str, str] | None:
+    """(Job name, Job uid) of the batch/v1 Job that controls ``workload``, if one does."""
+    for ref in _list(_meta(workload).get("ownerReferences")):
+        ref = _dict(ref)
+        if ref.get("controller") is True and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
+            return str(ref.get("name", "")), str(ref.get("uid", ""))
+    return None
