@@ -71,9 +71,10 @@ PATCHED_KINDS = (*HELD_KINDS, "Workload")
 """The kinds this module patches: a Workload's finalizer (Kueue's job integration puts it on every
 Workload it creates) is only ever taken off."""
 
-HOLDS_AT_LEAST = 2
+HOLDS_AT_LEAST = 5
 """Finalizers added per pass even when the status writes have spent the whole budget: under a
-storm of status writes the holds still go out, slowly."""
+storm of status writes the holds still go out, a few a second (a pass that used its whole
+allowance asks for the next at once, without waiting for a publish to poke it)."""
 
 PATCHES_AT_ONCE = 4
 """Finalizer patches in flight at most."""
@@ -238,6 +239,7 @@ class FinalizerKeeper:
         self.deleting: set[str] = set()    # Workloads deleted while Kueue's finalizer holds them
         self._world: World | None = None
         self._wake = anyio.Event()
+        self._allowed = HOLDS_PER_PASS  # the last pass's allowance of holds
 
     def observe(self, manifest: Mapping[str, Any]) -> None:
         """A version of an object was applied: a deleted Workload that Kueue's finalizer holds is
@@ -268,7 +270,9 @@ class FinalizerKeeper:
             self._wake = anyio.Event()
             started = self.clock()
             if self._world is not None:
-                await self.keep(self._world)
+                held, _ = await self.keep(self._world)
+                if held and held >= self._allowed:  # more may be due: the next pass comes anyway
+                    self._wake.set()
             await anyio.sleep(max(0.0, self.min_interval - (self.clock() - started)))
 
     async def keep(self, world: World) -> tuple[int, int]:
@@ -276,6 +280,7 @@ class FinalizerKeeper:
         allowed = HOLDS_PER_PASS
         if self.budget is not None:  # half of what is there, and a trickle when nothing is (never starved)
             allowed = max(HOLDS_AT_LEAST, min(HOLDS_PER_PASS, self.budget.available() // 2))
+        self._allowed = allowed
         counts = [0, 0]
 
         async def hold() -> None:
