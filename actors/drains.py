@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from actors.commits import commit_all
-from actors.messages import Evict, Forget
+from actors.messages import Evict, Forget, Released
 from kueued.scheduling.workload import Placement, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -109,8 +109,15 @@ class Drains:
             if actor is None or not await actor.ask(Evict(key)):
                 continue
             log.info("workload_evicted", workload=key, cluster_queue=cq, reason=why[0], message=why[1])
-            self._evicting[key] = cq
-            self._uncounted.add(key)  # not a preemption; released with the other evictions
+            if not self.port.released(key):  # a cluster: its reservation is cleared later (_settle_evictions)
+                self._evicting[key] = cq
+                self._uncounted.add(key)  # not a preemption
+            elif await actor.ask(Released(key)):  # simulate: the second phase is the first
+                self._released(key, counted=False)
+                self._idle.pop(cq, None)
+                self._changed(cq)
+                self._requeue_tree(cq)
+                await self.hold_back(key, cq)
         return True
 
     async def hold_back(self, key: str, cq_name: str) -> None:

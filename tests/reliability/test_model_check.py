@@ -81,6 +81,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from actors.drains import drain_reason, held_back
 from actors.harness import LiveEngine
 from kueued.engine.wiring import forest_of
 from kueued.kube.port import InMemoryPort
@@ -147,7 +148,8 @@ class FaultyPort(InMemoryPort):
         self.history.append(("admit", workload, cluster_queue, ok))
         return ok
 
-    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str) -> bool:
+    async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
+                    preempted: bool = True) -> bool:
         await self._delay()
         if self.conflict_evicts:
             self.conflict_evicts -= 1
@@ -469,6 +471,34 @@ class EngineMachine(RuleBasedStateMachine):
         self._rounds(SETTLE_LIMIT)
         assert self.engine.coordinator.quiescent, f"no quiescence in {SETTLE_LIMIT} rounds: the engine flops"
         TALLY["settled to quiescence"] += 1
+        for key, placed in self.world.placed.items():  # every drain due has been made
+            spec = self.world.workloads[key]
+            assert drain_reason(self.world, spec, placed) is None or placed.cluster_queue not in self.queues, (
+                key, "still admitted though it must be drained")
+
+    # --- stop policies and deactivation (actors.drains) ---------------------------------------------
+    @rule(data=st.data(), policy=st.sampled_from(["None", "Hold", "HoldAndDrain"]))
+    def stop_local_queue(self, data: st.DataObject, policy: str) -> None:
+        """Hold keeps what is admitted and queues nothing new; HoldAndDrain evicts what is admitted."""
+        assert self.engine is not None
+        name = data.draw(st.sampled_from(sorted(LOCAL_QUEUES)))
+        doc = local_queue(name, "ns", LOCAL_QUEUES[name])
+        doc["spec"]["stopPolicy"] = policy
+        TALLY[f"LocalQueues set to {policy}"] += 1
+        self.engine.apply(doc)
+
+    @rule(data=st.data(), active=st.booleans())
+    def set_active(self, data: st.DataObject, active: bool) -> None:
+        """Deactivated, a workload is evicted if admitted and waits outside the queues; active again, it queues."""
+        assert self.engine is not None
+        if not self.live:
+            return  # nothing to act on: this step changes nothing
+        key = data.draw(st.sampled_from(sorted(self.live)))
+        doc = copy.deepcopy(self.manifests[key])
+        doc["spec"]["active"] = active
+        self.manifests[key] = doc
+        TALLY["workloads deactivated" if not active else "workloads activated"] += 1
+        self.engine.apply(doc)
 
     def _rounds(self, rounds: int) -> None:
         assert self.engine is not None
@@ -548,7 +578,8 @@ class EngineMachine(RuleBasedStateMachine):
                 assert where == ([], [obs.routes[key]], False), (key, "pending", obs.routes[key], where)
             else:
                 assert where[:2] == ([], []) and obs.unrouted.get(key), (key, "in no state", where)
-                assert obs.routes[key] not in obs.admitted, (key, "unroutable, but its queue exists")
+                assert obs.routes[key] not in obs.admitted or held_back(self.world, obs.workloads[key]), (
+                    key, "unroutable, but its queue exists")
 
     def _no_leaks(self, obs: Observed) -> None:
         last: dict[str, str] = {}
@@ -594,9 +625,11 @@ def _queue_manifest(draw: Any, name: str) -> dict:
     preemption: dict[str, Any] = {"withinClusterQueue": draw(within_cq), "reclaimWithinCohort": policy}
     if policy != "Never" and draw(st.booleans()):
         preemption["borrowWithinCohort"] = {"policy": "LowerPriority"}
+    stop = draw(st.sampled_from(["None"] * 8 + ["Hold", "HoldAndDrain"]))
     return cluster_queue(name, quotas("default", cpu=(str(nominal), _s(borrowing), _s(lending))),
                          quotas("spot", cpu=str(draw(spot))), cohort=parent,
-                         strategy=draw(st.sampled_from(["BestEffortFIFO", "StrictFIFO"])), preemption=preemption)
+                         strategy=draw(st.sampled_from(["BestEffortFIFO", "StrictFIFO"])), preemption=preemption,
+                         stopPolicy=stop)
 
 
 def _s(v: int | None) -> str | None:
