@@ -12,8 +12,14 @@ supported ``preemptionStrategies`` sequences (and, new in v1beta2, that they mus
 given); non-negative durations and weights; wait-for-pods-ready requeuing bounds; known
 integration frameworks; resource transformations; the namespace selector must not reach
 ``kube-system`` or Kueue's namespace; internal cert names; MultiKueue durations and
-origin; visibility server address.  Feature gates are only type-checked: the gate list
-changes with every Kueue release.
+origin, ClusterProfile access providers and the incremental dispatcher's settings; device
+class mappings; visibility server address; ``tls`` (:mod:`.configuration_tls`); feature gate
+names and dependencies (:mod:`.configuration_gates`).  Kueue decodes the file strictly
+(``pkg/config/config.go``: ``serializer.EnableStrict``), so an unknown field is refused in the
+sections whose field sets are small and settled (wait-for-pods-ready, internal certs, object
+retention, the MultiKueue sub-sections, device class mappings); the larger sections that
+gain fields release by release (``integrations``, ``resources``, ``multiKueue`` itself,
+``visibilityServer``) are left open rather than risk refusing a field a newer Kueue accepts.
 
 kueued adds one section of its own, ``elasticQuota`` (Koordinator's ElasticQuotaArgs that
 it honours): ``delayEvictTime``, the forced recycling delay, a non-negative duration
@@ -28,6 +34,11 @@ from typing import Any
 
 from kueued.errors import FieldError
 
+from .configuration_dra import device_class_mappings
+from .configuration_gates import validate_feature_gates
+from .configuration_multikueue import cluster_profile, incremental_dispatcher
+from .configuration_strict import strict
+from .configuration_tls import validate_tls
 from .fields import Errors, boolean, child, enum, index, integer, key, mapping, sequence, string
 from .names import (
     dns1035_label_errors,
@@ -55,13 +66,23 @@ _STRATEGY_SETS = (
     ("LessThanInitialShare",),
     ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
 )
-_FRAMEWORKS = (
-    "batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice", "ray.io/raycluster",
-    "jobset.x-k8s.io/jobset", "kubeflow.org/paddlejob", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob",
-    "kubeflow.org/xgboostjob", "kubeflow.org/jaxjob", "trainer.kubeflow.org/trainjob",
-    "workload.codeflare.dev/appwrapper", "pod", "deployment", "statefulset",
-    "leaderworkerset.x-k8s.io/leaderworkerset", "sparkoperator.k8s.io/sparkapplication",
-)
+_FRAMEWORK_KINDS = {  # each built-in framework's job type as Kind.version.group (jobframework's JobType)
+    "batch/job": "Job.v1.batch", "kubeflow.org/mpijob": "MPIJob.v2beta1.kubeflow.org",
+    "ray.io/rayjob": "RayJob.v1.ray.io", "ray.io/rayservice": "RayService.v1.ray.io",
+    "ray.io/raycluster": "RayCluster.v1.ray.io", "jobset.x-k8s.io/jobset": "JobSet.v1alpha2.jobset.x-k8s.io",
+    "kubeflow.org/paddlejob": "PaddleJob.v1.kubeflow.org", "kubeflow.org/pytorchjob": "PyTorchJob.v1.kubeflow.org",
+    "kubeflow.org/tfjob": "TFJob.v1.kubeflow.org", "kubeflow.org/xgboostjob": "XGBoostJob.v1.kubeflow.org",
+    "kubeflow.org/jaxjob": "JAXJob.v1.kubeflow.org",
+    "trainer.kubeflow.org/trainjob": "TrainJob.v1alpha1.trainer.kubeflow.org",
+    "workload.codeflare.dev/appwrapper": "AppWrapper.v1beta2.workload.codeflare.dev", "pod": "Pod.v1.",
+    "deployment": "Deployment.v1.apps", "statefulset": "StatefulSet.v1.apps",
+    "leaderworkerset.x-k8s.io/leaderworkerset": "LeaderWorkerSet.v1.leaderworkerset.x-k8s.io",
+    "sparkoperator.k8s.io/sparkapplication": "SparkApplication.v1beta2.sparkoperator.k8s.io",
+}
+_FRAMEWORKS = tuple(_FRAMEWORK_KINDS)
+_WAIT_FOR_PODS_READY = frozenset({"timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"})
+_REQUEUING = frozenset({"timestamp", "backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"})
+_CERTS = frozenset({"enable", "webhookServiceName", "webhookSecretName"})
 _DURATION = re.compile(r"^[-+]?(\d*\.?\d*(ns|us|µs|μs|ms|s|m|h))+$")
 _DURATION_PART = re.compile(r"(\d*\.?\d*)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -85,12 +106,12 @@ def parse_duration(text: str) -> float:
 
 def validate_configuration(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
     errs = Errors()
-    _strict(errs, obj, "", _TOP_LEVEL)
+    strict(errs, obj, "", _TOP_LEVEL)
     namespace = string(errs, obj.get("namespace"), "namespace") or "kueue-system"
     boolean(errs, obj.get("manageJobsWithoutQueueName"), "manageJobsWithoutQueueName")
     _fair_sharing(errs, obj.get("fairSharing"))
     _admission_fair_sharing(errs, obj.get("admissionFairSharing"))
-    _wait_for_pods_ready(errs, obj.get("waitForPodsReady"))
+    _wait_for_pods_ready(errs, obj.get("waitForPodsReady"), v1beta1=str(obj.get("apiVersion", "")).endswith("/v1beta1"))
     _integrations(errs, obj.get("integrations"))
     _resources(errs, obj.get("resources"))
     _namespace_selector(errs, obj.get("managedJobsNamespaceSelector"), namespace)
@@ -99,15 +120,9 @@ def validate_configuration(obj: dict[str, Any], old: dict[str, Any] | None) -> l
     _object_retention(errs, obj.get("objectRetentionPolicies"))
     _visibility_server(errs, obj.get("visibilityServer"))
     _elastic_quota(errs, obj.get("elasticQuota"))
-    for gate, enabled in mapping(errs, obj.get("featureGates"), "featureGates").items():
-        boolean(errs, enabled, key("featureGates", str(gate)))
+    validate_tls(errs, obj.get("tls"))
+    validate_feature_gates(errs, obj.get("featureGates"))
     return errs.items
-
-
-def _strict(errs: Errors, section: dict[str, Any], path: str, known: frozenset[str]) -> None:
-    for name in section:
-        if name not in known:
-            errs.add(child(path, str(name)), f'unknown field "{child(path, str(name))}"')
 
 
 def _duration(errs: Errors, value: object, path: str, *, positive: bool = False) -> float | None:
@@ -128,7 +143,7 @@ def _fair_sharing(errs: Errors, value: object) -> None:
     if value is None:
         return
     fs = mapping(errs, value, "fairSharing")
-    _strict(errs, fs, "fairSharing", _FAIR_SHARING)
+    strict(errs, fs, "fairSharing", _FAIR_SHARING)
     path = "fairSharing.preemptionStrategies"
     strategies = sequence(errs, fs.get("preemptionStrategies"), path)
     # No default to fall back on: v1beta2's SetDefaults_Configuration leaves FairSharing alone
@@ -146,7 +161,7 @@ def _admission_fair_sharing(errs: Errors, value: object) -> None:
     if value is None:
         return
     afs = mapping(errs, value, "admissionFairSharing")
-    _strict(errs, afs, "admissionFairSharing", _ADMISSION_FAIR_SHARING)
+    strict(errs, afs, "admissionFairSharing", _ADMISSION_FAIR_SHARING)
     _duration(errs, afs.get("usageHalfLifeTime"), "admissionFairSharing.usageHalfLifeTime")
     # Zero or absent is defaulted to 5m before validation; only a negative interval fails.
     _duration(errs, afs.get("usageSamplingInterval"), "admissionFairSharing.usageSamplingInterval")
@@ -159,16 +174,19 @@ def _admission_fair_sharing(errs: Errors, value: object) -> None:
             errs.invalid(p, weight, _NEGATIVE)
 
 
-def _wait_for_pods_ready(errs: Errors, value: object) -> None:
+def _wait_for_pods_ready(errs: Errors, value: object, *, v1beta1: bool = False) -> None:
     if value is None:
         return
     path = "waitForPodsReady"
     wfpr = mapping(errs, value, path)
+    # v1beta1's ``enable`` is gone in v1beta2 (present there means on), so strict decoding refuses it.
+    strict(errs, wfpr, path, _WAIT_FOR_PODS_READY | ({"enable"} if v1beta1 else set()))
     _duration(errs, wfpr.get("timeout"), child(path, "timeout"))
     _duration(errs, wfpr.get("recoveryTimeout"), child(path, "recoveryTimeout"))
     boolean(errs, wfpr.get("blockAdmission"), child(path, "blockAdmission"))
     rs_path = child(path, "requeuingStrategy")
     strategy = mapping(errs, wfpr.get("requeuingStrategy"), rs_path)
+    strict(errs, strategy, rs_path, _REQUEUING)
     enum(errs, strategy.get("timestamp"), child(rs_path, "timestamp"), ("Creation", "Eviction"))
     for field in ("backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"):
         count = integer(errs, strategy.get(field), child(rs_path, field))
@@ -181,26 +199,30 @@ def _integrations(errs: Errors, value: object) -> None:
         return
     integrations = mapping(errs, value, "integrations")
     path = "integrations.frameworks"
+    # Compared as the API types they manage (Kueue keeps GVKs): an external ``Job.v1.batch`` is
+    # the built-in ``batch/job``.
     seen: set[str] = set()
     for i, raw in enumerate(sequence(errs, integrations.get("frameworks"), path)):
         name = string(errs, raw, index(path, i))
         if name is None:
             continue
-        if name not in _FRAMEWORKS:
+        if name not in _FRAMEWORK_KINDS:
             errs.not_supported(index(path, i), name, _FRAMEWORKS)
-        elif name in seen:
+        elif _FRAMEWORK_KINDS[name] in seen:
             errs.duplicate(index(path, i), name)
-        seen.add(name)
+        else:
+            seen.add(_FRAMEWORK_KINDS[name])
     ext_path = "integrations.externalFrameworks"
     for i, raw in enumerate(sequence(errs, integrations.get("externalFrameworks"), ext_path)):
         name = string(errs, raw, index(ext_path, i))
         if name is None:
             continue
-        if name.count(".") < 2:
+        if name.count(".") < 2:  # schema.ParseKindArg: Kind, version, then the group (dots and all)
             errs.invalid(index(ext_path, i), name, "must be format, 'Kind.version.group.com'")
         elif name in seen:
             errs.duplicate(index(ext_path, i), name)
-        seen.add(name)
+        else:
+            seen.add(name)
 
 
 def _resources(errs: Errors, value: object) -> None:
@@ -218,6 +240,7 @@ def _resources(errs: Errors, value: object) -> None:
             if name in inputs:
                 errs.duplicate(child(p, "input"), name)
             inputs.add(name)
+    device_class_mappings(errs, resources.get("deviceClassMappings"))
 
 
 def _namespace_selector(errs: Errors, value: object, namespace: str) -> None:
@@ -238,6 +261,7 @@ def _internal_cert_management(errs: Errors, value: object) -> None:
         return
     path = "internalCertManagement"
     icm = mapping(errs, value, path)
+    strict(errs, icm, path, _CERTS)
     if boolean(errs, icm.get("enable"), child(path, "enable")) is False:
         return
     service = string(errs, icm.get("webhookServiceName"), child(path, "webhookServiceName"))
@@ -263,6 +287,8 @@ def _multi_kueue(errs: Errors, value: object) -> None:
         name = string(errs, mapping(errs, raw, p).get("name"), p)
         if name is not None and name.count(".") < 2:
             errs.invalid(p, name, "must be in 'kind.version.group' format")
+    cluster_profile(errs, mk.get("clusterProfile"))
+    incremental_dispatcher(errs, mk)
 
 
 def _object_retention(errs: Errors, value: object) -> None:
@@ -270,7 +296,9 @@ def _object_retention(errs: Errors, value: object) -> None:
         return
     path = "objectRetentionPolicies.workloads"
     policies = mapping(errs, value, "objectRetentionPolicies")
+    strict(errs, policies, "objectRetentionPolicies", frozenset({"workloads"}))
     workloads = mapping(errs, policies.get("workloads"), path)
+    strict(errs, workloads, path, frozenset({"afterFinished", "afterDeactivatedByKueue"}))
     for field in ("afterFinished", "afterDeactivatedByKueue"):
         _duration(errs, workloads.get(field), child(path, field))
 
@@ -296,5 +324,5 @@ def _elastic_quota(errs: Errors, value: object) -> None:
     if value is None:
         return
     eq = mapping(errs, value, "elasticQuota")
-    _strict(errs, eq, "elasticQuota", _ELASTIC_QUOTA)
+    strict(errs, eq, "elasticQuota", _ELASTIC_QUOTA)
     _duration(errs, eq.get("delayEvictTime"), "elasticQuota.delayEvictTime")
