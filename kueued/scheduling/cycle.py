@@ -109,7 +109,7 @@ Iterate = Callable[[list[Entry], Snapshot], Iterator[Entry]]
 
 def classical_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]:
     """Kueue's ``makeClassicalIterator``: preemptors waiting for their evictions first, then
-    lower borrowing level, higher priority, older.
+    lower borrowing level, higher priority (unless the PrioritySortingWithinCohort gate is off), older.
 
     Putting preemptors first is Kueue's PrioritizePreemptorWorkloads gate (alpha there, on by
     default here): without it a victim that borrows at a lower level than its preemptor takes
@@ -117,10 +117,11 @@ def classical_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]
     property).  A Configuration can still turn the gate off.
     """
     first = _gate(snapshot, "PrioritizePreemptorWorkloads", default=True)
+    by_priority = _gate(snapshot, "PrioritySortingWithinCohort", default=True)  # off: first in, first out
     ordered = sorted(entries, key=lambda e: (
         not (first and e.wl.preempting),
         e.assignment.borrowing if e.assignment is not None else 0,
-        -e.wl.priority, e.wl.created, e.wl.uid))
+        -e.wl.priority if by_priority else 0, e.wl.created, e.wl.uid))
     return iter(ordered)
 
 
