@@ -75,10 +75,13 @@ def _without_own_writes(manifest: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _read_conditions(status: dict[str, Any]) -> set[tuple[Any, Any]] | None:
+def _read_conditions(status: dict[str, Any]) -> set[tuple[Any, ...]] | None:
+    """The conditions the scheduler reads: Finished, and Evicted with its reason and time (the
+    queue order time of a workload evicted for PodsReadyTimeout or by an admission check)."""
     conditions = status.get("conditions")
     if conditions is None:
         return set()
     if not isinstance(conditions, list) or not all(isinstance(c, dict) for c in conditions):
         return None
-    return {(c.get("type"), c.get("status")) for c in conditions if c.get("type") in _CONDITIONS_READ}
+    return {(c.get("type"), c.get("status"), c.get("reason"), c.get("lastTransitionTime"))
+            for c in conditions if c.get("type") in _CONDITIONS_READ}

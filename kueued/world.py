@@ -315,7 +315,8 @@ class World:
             if _finished(obj):  # Kueue's Finished condition: its quota is free, it never queues again
                 self.workloads.pop(f"{obj.metadata.namespace}/{name}", None)
                 return Change.WORKLOAD
-            spec = spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace))
+            spec = spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace),
+                           requeue_by_eviction=self.settings.requeue_by_eviction)
             self.workloads[spec.key] = spec
             return Change.WORKLOAD
         return Change.NONE
@@ -328,6 +329,8 @@ class World:
                 s.preemption_strategies = list(cfg.fair_sharing.preemption_strategies)
         s.admission_fair_sharing = cfg.admission_fair_sharing
         s.feature_gates = dict(cfg.feature_gates)
+        strategy = cfg.wait_for_pods_ready.requeuing_strategy if cfg.wait_for_pods_ready is not None else None
+        s.requeue_by_eviction = strategy is None or strategy.timestamp != "Creation"
         if cfg.elastic_quota is not None and cfg.elastic_quota.delay_evict_time:
             s.delay_evict_time = parse_duration(cfg.elastic_quota.delay_evict_time)
         self.settings = s
@@ -345,7 +348,8 @@ class World:
         for key, spec in list(self.workloads.items()):
             if key not in self.placed and which(spec):
                 self.workloads[key] = spec_of(spec.obj, priority=self.priority_of(spec.obj),
-                                              limit_ranges=self.limits_in(spec.namespace))
+                                              limit_ranges=self.limits_in(spec.namespace),
+                                              requeue_by_eviction=self.settings.requeue_by_eviction)
 
     def limits_in(self, namespace: str) -> Summary | None:
         """The summary of a namespace's LimitRanges (:mod:`kueued.scheduling.limitrange`), or None."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.simulation import simulate
+from kueued.scheduling.workload import timestamp
 from kueued.world import Change, World
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 
@@ -232,3 +235,23 @@ def test_a_workload_priority_class_s_value_is_its_workloads_priority_and_follows
     assert world.workloads["ns/w"].priority == 1000
     assert world.delete(wpc(1000))[0] is Change.ROUTING
     assert world.workloads["ns/w"].priority == 1000  # as Kueue's controller left it written
+
+
+def test_a_workload_evicted_for_pods_ready_timeout_queues_by_its_eviction_time_unless_configured() -> None:
+    """Kueue's GetQueueOrderTimestamp: the eviction time after a PodsReadyTimeout or admission-check
+    eviction (waitForPodsReady.requeuingStrategy.timestamp Eviction, the default); else creation."""
+    doc = workload("w", "ns", "lq", cpu="1", created=1)
+    doc["status"] = {"conditions": [{"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
+                                     "message": "", "lastTransitionTime": "2026-01-01T00:05:00Z"}]}
+    world = World()
+    world.apply(doc)
+    assert world.workloads["ns/w"].created == timestamp("2026-01-01T00:05:00Z")
+    by_creation = World()
+    by_creation.apply({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                       "waitForPodsReady": {"timeout": "5m", "requeuingStrategy": {"timestamp": "Creation"}}})
+    by_creation.apply(doc)
+    assert by_creation.workloads["ns/w"].created == timestamp("2026-01-01T00:00:01Z")
+    preempted = copy.deepcopy(doc)
+    preempted["status"]["conditions"][0]["reason"] = "Preempted"
+    world.apply(preempted)
+    assert world.workloads["ns/w"].created == timestamp("2026-01-01T00:00:01Z")  # a preemption keeps its place

@@ -348,8 +348,17 @@ class ElasticQuotaConfig(_Base):
     delay_evict_time: str = ""  # a Go duration; "" keeps Koordinator's 120s
 
 
+class RequeuingStrategy(_Base):
+    timestamp: str = "Eviction"
+
+
+class WaitForPodsReady(_Base):
+    requeuing_strategy: RequeuingStrategy | None = None
+
+
 class Configuration(_Base):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    wait_for_pods_ready: WaitForPodsReady | None = None
     fair_sharing: FairSharingConfig | None = None
     admission_fair_sharing: AdmissionFairSharingConfig | None = None
     elastic_quota: ElasticQuotaConfig | None = None

@@ -28,3 +28,6 @@ class Settings(msgspec.Struct, kw_only=True):
     # Koordinator's ElasticQuotaArgs.delayEvictTime (Configuration ``elasticQuota.delayEvictTime``):
     # seconds a group stays above its runtime before forced recycling evicts (default 120).
     delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
+    # waitForPodsReady.requeuingStrategy.timestamp: a workload evicted for PodsReadyTimeout or by an
+    # admission check queues by its eviction time ("Eviction", Kueue's default), or by its creation
+    requeue_by_eviction: bool = True

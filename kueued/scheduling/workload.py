@@ -137,9 +137,11 @@ class WorkloadSpec(msgspec.Struct, frozen=True, gc=False):
         return out
 
 
-def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = None) -> WorkloadSpec:
+def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = None,
+            requeue_by_eviction: bool = True) -> WorkloadSpec:
     """``limit_ranges``: the summary of the namespace's LimitRanges (:mod:`.limitrange`): their
-    defaults fill in the pod templates, and a pod they would refuse is not admitted."""
+    defaults fill in the pod templates, and a pod they would refuse is not admitted.
+    ``requeue_by_eviction``: Kueue's queue order timestamp (:func:`queue_order_time`)."""
     meta = obj.metadata
     key = f"{meta.namespace}/{meta.name}"
     templates = [ps.template.spec for ps in obj.spec.pod_sets]
@@ -163,7 +165,7 @@ def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = 
     if limit_ranges is not None:  # the defaults change what nomination reads
         shape += b"|" + _encode(templates)
     return WorkloadSpec(obj, key, meta.uid or key, f"{meta.namespace}/{obj.spec.queue_name}", priority,
-                        timestamp(meta.creation_timestamp), tuple(pod_sets), shape,
+                        queue_order_time(obj, requeue_by_eviction), tuple(pod_sets), shape,
                         _limits_error(obj.spec.pod_sets, templates) or "; ".join(refused), observed)
 
 
@@ -258,6 +260,21 @@ class WorkloadInfo:
 
     def __repr__(self) -> str:
         return f"<Workload {self.key} p={self.priority}>"
+
+
+REQUEUED_AT_EVICTION = frozenset({"PodsReadyTimeout", "AdmissionCheck"})
+"""Evicted reasons after which Kueue queues a workload by its eviction time (``GetQueueOrderTimestamp``)."""
+
+
+def queue_order_time(obj: api.Workload, by_eviction: bool = True) -> float:
+    """Kueue's ``GetQueueOrderTimestamp``: when the workload queued, for FIFO order and "newer" in
+    preemption.  Its creation, or with ``by_eviction`` (waitForPodsReady's requeuing timestamp
+    ``Eviction``, Kueue's default) the time of an eviction for PodsReadyTimeout or by an admission check."""
+    if by_eviction:
+        for c in obj.status.conditions:
+            if c.type == "Evicted" and c.status == "True" and c.reason in REQUEUED_AT_EVICTION:
+                return timestamp(c.last_transition_time)
+    return timestamp(obj.metadata.creation_timestamp)
 
 
 def _limits_error(pod_sets: list[api.PodSet], templates: list[api.PodSpec]) -> str:
