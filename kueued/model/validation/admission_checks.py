@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fields import Errors, child, enum, index, mapping, sequence, string
+from .fields import Errors, child, enum, index, list_map_name, mapping, sequence, string
 from .names import DNS1123_LABEL, annotation_map, date_time, labels, reference
 from .resourceflavor import check_tolerations
 
@@ -24,13 +24,7 @@ def admission_checks(errs: Errors, value: object, path: str, counts: dict[str, i
     for i, raw in enumerate(sequence(errs, value, path, max_items=MAX_ADMISSION_CHECKS)):
         p = index(path, i)
         check = mapping(errs, raw, p)
-        name = string(errs, check.get("name"), child(p, "name"), max_length=316, min_length=1)
-        if check.get("name") is None:
-            errs.required(child(p, "name"))
-        elif name is not None:
-            if name in seen:
-                errs.duplicate(p, {"name": name})
-            seen.add(name)
+        list_map_name(errs, check, p, seen)
         if check.get("state") is None:
             errs.required(child(p, "state"))
         enum(errs, check.get("state"), child(p, "state"), _CHECK_STATES)

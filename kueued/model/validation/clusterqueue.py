@@ -33,7 +33,7 @@ from typing import Any
 
 from kueued.errors import FieldError
 
-from .fields import Errors, child, enum, index, integer, mapping, sequence, string
+from .fields import Errors, child, enum, index, integer, list_map_name, mapping, sequence, string
 from .meta import check_metadata
 from .names import DNS1123_SUBDOMAIN, label_selector, qualified_name_errors, quantity, reference
 
@@ -241,13 +241,7 @@ def _admission_checks_strategy(errs: Errors, value: object, path: str, *, flavor
                                      max_items=64, min_items=1)):
         p = index(checks_path, i)
         rule = mapping(errs, raw, p)
-        name = string(errs, rule.get("name"), child(p, "name"), max_length=316, min_length=1)
-        if rule.get("name") is None:
-            errs.required(child(p, "name"))
-        elif name is not None:
-            if name in seen:
-                errs.duplicate(p, {"name": name})
-            seen.add(name)
+        list_map_name(errs, rule, p, seen)
         on_path = child(p, "onFlavors")
         flavors_seen: set[str] = set()
         for j, flavor in enumerate(sequence(errs, rule.get("onFlavors"), on_path, max_items=64)):

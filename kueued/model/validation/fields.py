@@ -22,7 +22,7 @@ from kueued.errors import FieldError
 
 __all__ = [
     "Errors", "child", "index", "key", "render",
-    "mapping", "sequence", "string", "integer", "boolean", "enum",
+    "mapping", "sequence", "string", "integer", "boolean", "enum", "list_map_name",
 ]
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -177,6 +177,20 @@ def string(errs: Errors, value: object, path: str, *, max_length: int | None = N
     if min_length is not None and len(value) < min_length:
         errs.invalid(path, value, f"{path} in body should be at least {min_length} chars long")
     return value
+
+
+def list_map_name(errs: Errors, item: dict[str, Any], path: str, seen: set[str], *,
+                  max_length: int = 316) -> str | None:
+    """The ``name`` of an entry of a list keyed by name (``x-kubernetes-list-type: map``): required,
+    a string, and unique in its list (``seen``, the names before it)."""
+    name = string(errs, item.get("name"), child(path, "name"), max_length=max_length, min_length=1)
+    if item.get("name") is None:
+        errs.required(child(path, "name"))
+    elif name is not None:
+        if name in seen:
+            errs.duplicate(path, {"name": name})
+        seen.add(name)
+    return name
 
 
 def integer(errs: Errors, value: object, path: str, *, minimum: int | None = None,
