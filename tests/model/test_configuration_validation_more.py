@@ -175,7 +175,7 @@ def test_the_conflict_names_the_first_resource() -> None:
 @pytest.mark.parametrize(("gates", "expected"), [
     pytest.param({"ElasticJobsViaWorkloadSlicesWithTAS": True, "TopologyAwareScheduling": True,
                   "ElasticJobsViaWorkloadSlices": True, "TASProfileMixed": False}, [], id="elastic-tas-valid"),
-    pytest.param({"NoSuchKueueGate": True}, ["featureGates[NoSuchKueueGate]"], id="unknown"),
+    pytest.param({"NoSuchKueueGate": True, "LendingLimit": False}, [], id="unknown-accepted"),  # module notes
     pytest.param({"PartialAdmission": "yes"}, ["featureGates[PartialAdmission]"], id="not-a-bool"),
     pytest.param({"TLSOptions": False}, ["featureGates[TLSOptions]"], id="locked"),
     pytest.param({"TLSOptions": True}, [], id="locked-to-its-default"),
@@ -186,12 +186,10 @@ def test_the_conflict_names_the_first_resource() -> None:
                  ["featureGates"], id="elastic-tas-without-elastic"),
     pytest.param({"KueueDRAIntegrationExtendedResource": True, "KueueDRAIntegration": False,
                   "KueueDRAIntegrationPartitionableDevices": False}, ["featureGates"], id="dra-extended-without-dra"),
-    pytest.param({"TopologyAwareScheduling": False}, ["featureGates"] * 7, id="tas-off-leaves-default-subgates-on"),
+    pytest.param({"TopologyAwareScheduling": False}, [], id="tas-off-alone-is-accepted"),  # module notes
     pytest.param({"AllAlpha": True}, [], id="all-alpha"),
-    pytest.param({"AllAlpha": True, "TopologyAwareScheduling": False, **{k: False for k in TAS_OFF}},
-                 ["featureGates"] * 3, id="all-alpha-turns-alpha-tas-gates-on"),
-    pytest.param({"NoSuchKueueGate": True, "TASProfileMixed": True, "TopologyAwareScheduling": False},
-                 ["featureGates[NoSuchKueueGate]"], id="a-map-that-does-not-load-is-not-checked-further"),
+    pytest.param({"TLSOptions": False, "TASProfileMixed": True, "TopologyAwareScheduling": False},
+                 ["featureGates[TLSOptions]"], id="a-map-that-does-not-load-is-not-checked-further"),
 ])
 def test_feature_gates(gates: Obj, expected: list[str]) -> None:
     assert paths(featureGates=gates) == expected

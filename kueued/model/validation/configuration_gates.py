@@ -1,9 +1,17 @@
 """The Configuration's ``featureGates``, checked as Kueue's ``LoadAndValidateFeatureGates`` checks them.
 
-Kueue hands the map to component-base's ``SetFromMap``, which refuses a gate it does not
-know and a locked gate set away from its default, and stops there.  Only a map that loads
-is checked for dependencies: a gate that is on (as set, or by default) needs the gates it
-builds on to be on too, and a TAS profile needs TopologyAwareScheduling.
+Kueue hands the map to component-base's ``SetFromMap``, which refuses a locked gate set away
+from its default, and stops there.  Only a map that loads is checked for dependencies: a gate
+the map turns on needs the gates it builds on to be on too (as set, or by default), and a TAS
+profile needs TopologyAwareScheduling.
+
+Two leniencies, on purpose.  Kueue's own binary also refuses a gate name it does not know, and
+checks the dependencies of gates that are on by default; but gate names come and go with every
+release (``LendingLimit``, ``MultiplePreemptions``... are gone, new ones arrive), so a
+Configuration written for another Kueue version, or a scenario ported from a unit test that
+turns ``TopologyAwareScheduling`` off alone, would lose *every* setting it carries, fair sharing
+included.  kueued reads a handful of these gates and ignores the rest, so it accepts names it
+does not know and checks only the dependencies of gates the map itself turns on.
 
 The gate list changes with every Kueue release; :data:`KNOWN_GATES` is one snapshot of
 ``pkg/features/kube_features.go`` (``defaultVersionedFeatureGates``, v0.20 development) with
@@ -147,9 +155,6 @@ def validate_feature_gates(errs: Errors, value: object) -> None:
         enabled = boolean(errs, raw, key(path, str(name)))
         if enabled is None:
             loads = False
-        elif name not in KNOWN_GATES:
-            errs.invalid(key(path, str(name)), enabled, f"unrecognized feature gate: {name}")
-            loads = False
         elif name in _LOCKED and enabled != KNOWN_GATES[name][0]:
             errs.invalid(key(path, str(name)), enabled, f"cannot set feature gate {name} to "
                          f"{str(enabled).lower()}, feature is locked to {str(not enabled).lower()}")
@@ -159,10 +164,11 @@ def validate_feature_gates(errs: Errors, value: object) -> None:
     if not loads:
         return  # SetFromMap failed: Kueue checks nothing further
     on = _effective(gates)
-    if any(on(p) for p in _PROFILES) and not on(_TAS):
+    asked = {name for name, enabled in gates.items() if enabled}  # named on, in this map
+    if any(p in asked for p in _PROFILES) and not on(_TAS):
         errs.invalid(path, sum(on(p) for p in _PROFILES), "cannot use a TAS profile with TAS disabled")
     for gate, needs in _DEPENDENCIES:
-        if on(gate):
+        if gate in asked:
             for dep in needs:
                 if not on(dep):
                     errs.invalid(path, gate, f"{gate} requires {dep} to be enabled")
@@ -173,7 +179,7 @@ def _effective(gates: Mapping[str, bool]) -> Callable[[str], bool]:
     def on(gate: str) -> bool:
         if gate in gates:
             return gates[gate]
-        default, maturity = KNOWN_GATES[gate]
+        default, maturity = KNOWN_GATES.get(gate, (False, _A))
         if maturity == _A and "AllAlpha" in gates:
             return gates["AllAlpha"]
         if maturity == _B and "AllBeta" in gates:
