@@ -1,7 +1,13 @@
 """kueued's own conformance-style scenarios (``tests/scenarios/**.yaml``).
 
 ``policies/`` holds the KEP-1093 admission-policy scenarios; ``peers/`` pins rules of Kueue's
-and Koordinator's own code that the shared scenarios do not show.
+and Koordinator's own code that the shared scenarios do not show; ``ported/`` holds 368 more
+cases ported from Kueue's and Koordinator's test suites (scheduler, preemption, fair sharing,
+hierarchy, queues, controllers, elastic quota, validation), each naming its upstream case in
+``source:`` and, where a unit test's setup had to be approximated, saying how in ``notes:``.
+Writing them found the defects fixed in the same stop (partial admission, LimitRanges, stop
+policies, deactivation, Configuration validation...); the few ports left out are listed in
+``ported/README.md`` with why.
 
 Same format as ``../shared/conformance/FORMAT.md`` and judged by the conformance
 runner's own ``compare``; each runs on the actor engine.
