@@ -244,8 +244,10 @@ class Coordinator(Rounds, Versions, Drains, Balances):
                      status_kept: bool = False) -> None:
         """``status_kept``: the new version comes with a status (a cluster's Workload; a file's
         manifest has none, unless it describes a workload admitted beforehand)."""
-        if change in (Change.TOPOLOGY, Change.ROUTING, Change.WORKLOAD):
-            self._drain_due = True  # a stop policy, or a Workload's spec.active, may have changed
+        if change in (Change.TOPOLOGY, Change.ROUTING) or (
+                change is Change.WORKLOAD and (new := self.world.workloads.get(key)) is not None
+                and not new.obj.spec.active):
+            self._drain_due = True  # a stop policy may have changed, or a Workload was deactivated
         if self.held is not None and change in (Change.TOPOLOGY, Change.ROUTING):
             self.held.add(change)
         elif change is Change.TOPOLOGY:
