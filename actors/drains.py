@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from actors.commits import commit_all
-from actors.messages import Evict, Forget, Released
+from actors.messages import Evict, Forget
 from kueued.scheduling.workload import Placement, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -81,12 +81,9 @@ class Drains:
         _uncounted: set[str]
         _taken: set[str]
         _left: dict[str, Left]
-        _idle: dict[str, dict]
         _drain_due: bool
 
-        def _changed(self, cluster_queue: str | None) -> None: ...
-        def _requeue_tree(self, cq_name: str) -> None: ...
-        def _released(self, key: str, *, counted: bool = True) -> None: ...
+        async def _settle_evictions(self) -> None: ...
 
     async def drain(self) -> bool:
         """Evict every admitted workload that must go (module notes); whether any eviction was tried."""
@@ -109,15 +106,9 @@ class Drains:
             if actor is None or not await actor.ask(Evict(key)):
                 continue
             log.info("workload_evicted", workload=key, cluster_queue=cq, reason=why[0], message=why[1])
-            if not self.port.released(key):  # a cluster: its reservation is cleared later (_settle_evictions)
-                self._evicting[key] = cq
-                self._uncounted.add(key)  # not a preemption
-            elif await actor.ask(Released(key)):  # simulate: the second phase is the first
-                self._released(key, counted=False)
-                self._idle.pop(cq, None)
-                self._changed(cq)
-                self._requeue_tree(cq)
-                await self.hold_back(key, cq)
+            self._evicting[key] = cq
+            self._uncounted.add(key)  # not a preemption
+        await self._settle_evictions()  # where the second phase is the first (simulate), released now
         return True
 
     async def hold_back(self, key: str, cq_name: str) -> None:
