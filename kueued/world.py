@@ -315,8 +315,7 @@ class World:
             if _finished(obj):  # Kueue's Finished condition: its quota is free, it never queues again
                 self.workloads.pop(f"{obj.metadata.namespace}/{name}", None)
                 return Change.WORKLOAD
-            spec = spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace),
-                           requeue_by_eviction=self.settings.requeue_by_eviction)
+            spec = self._spec(obj)
             self.workloads[spec.key] = spec
             return Change.WORKLOAD
         return Change.NONE
@@ -347,9 +346,12 @@ class World:
         changed); an admitted one keeps the version its queue holds until its next event."""
         for key, spec in list(self.workloads.items()):
             if key not in self.placed and which(spec):
-                self.workloads[key] = spec_of(spec.obj, priority=self.priority_of(spec.obj),
-                                              limit_ranges=self.limits_in(spec.namespace),
-                                              requeue_by_eviction=self.settings.requeue_by_eviction)
+                self.workloads[key] = self._spec(spec.obj)
+
+    def _spec(self, obj: api.Workload) -> WorkloadSpec:
+        """A Workload version as the scheduler reads it, with what the World knows around it."""
+        return spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace),
+                       requeue_by_eviction=self.settings.requeue_by_eviction)
 
     def limits_in(self, namespace: str) -> Summary | None:
         """The summary of a namespace's LimitRanges (:mod:`kueued.scheduling.limitrange`), or None."""
