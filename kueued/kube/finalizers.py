@@ -31,8 +31,10 @@ Both patches are JSON Patches that first ``test`` the finalizer list they were w
 another controller's finalizer added or removed meanwhile is never lost: the API server refuses
 the patch (a 422), and it is worked out again on the version the watch brings.  They test that
 list only, not the resourceVersion: kueued's own status writes move the version several times a
-second under load, and a version-conditional patch then met a 409 nearly every time (measured: 55
-of 1,000 ClusterQueues held in a minute of Kueue's large-scale run).  Another refusal is tried
+second under load, and a version-conditional patch is refused (409) whenever one lands between
+the read and the patch.  (That was not what kept holds slow under load, measured: 54 of 1,000
+ClusterQueues held in a minute of Kueue's large-scale run either way; passes that waited for a
+publish were, see :data:`HOLDS_AT_LEAST`.)  Another refusal is tried
 again on the next pass; a version already patched is never patched twice.
 
 Who runs them: :class:`FinalizerKeeper`, a task of its own beside the status publisher.  Each
