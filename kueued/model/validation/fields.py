@@ -179,16 +179,16 @@ def string(errs: Errors, value: object, path: str, *, max_length: int | None = N
     return value
 
 
-def list_map_name(errs: Errors, item: dict[str, Any], path: str, seen: set[str], *,
-                  max_length: int = 316) -> str | None:
-    """The ``name`` of an entry of a list keyed by name (``x-kubernetes-list-type: map``): required,
-    a string, and unique in its list (``seen``, the names before it)."""
-    name = string(errs, item.get("name"), child(path, "name"), max_length=max_length, min_length=1)
-    if item.get("name") is None:
-        errs.required(child(path, "name"))
+def list_map_name(errs: Errors, item: dict[str, Any], path: str, seen: set[str], *, field: str = "name",
+                  max_length: int | None = 316, min_length: int | None = 1) -> str | None:
+    """The key (``field``) of an entry of a list keyed by it (``x-kubernetes-list-type: map``):
+    required, a string, and unique in its list (``seen``, the keys before it)."""
+    name = string(errs, item.get(field), child(path, field), max_length=max_length, min_length=min_length)
+    if item.get(field) is None:
+        errs.required(child(path, field))
     elif name is not None:
         if name in seen:
-            errs.duplicate(path, {"name": name})
+            errs.duplicate(path, {field: name})
         seen.add(name)
     return name
 

@@ -51,7 +51,7 @@ from typing import Any
 from kueued.errors import FieldError
 
 from .admission_checks import admission_checks, frozen_pod_set_updates
-from .fields import Errors, boolean, child, enum, index, integer, key, mapping, sequence, string
+from .fields import Errors, boolean, child, enum, index, integer, key, list_map_name, mapping, sequence, string
 from .memo import VerdictMemo
 from .meta import check_metadata
 from .names import DNS1123_LABEL, date_time, exact, quantity, reference
@@ -238,13 +238,7 @@ def _conditions(errs: Errors, value: object, path: str) -> None:
     for i, raw in enumerate(sequence(errs, value, path, max_items=16)):
         p = index(path, i)
         cond = mapping(errs, raw, p)
-        kind = string(errs, cond.get("type"), child(p, "type"))
-        if cond.get("type") is None:
-            errs.required(child(p, "type"))
-        elif kind is not None:
-            if kind in seen:
-                errs.duplicate(p, {"type": kind})
-            seen.add(kind)
+        list_map_name(errs, cond, p, seen, field="type", max_length=None, min_length=None)
         enum(errs, cond.get("status"), child(p, "status"), ("True", "False", "Unknown"))
         date_time(errs, cond.get("lastTransitionTime"), child(p, "lastTransitionTime"))
 
