@@ -164,12 +164,7 @@ class KubePort:
         conditions = [Condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue "
                                                                           f"{cluster_queue}"),
                       Condition("Admitted", "True", "Admitted", "The workload is admitted")]
-        listed = _dict(manifest.get("status")).get("conditions")
-        if isinstance(listed, list) and any(isinstance(c, dict) and c.get("type") in ("Evicted", "Preempted")
-                                            and c.get("status") == "True" for c in listed):
-            # admitted again after an eviction: Kueue turns those off, or a restart would evict it again
-            conditions += [Condition("Evicted", "False", "QuotaReserved", "Previously: evicted"),
-                           Condition("Preempted", "False", "QuotaReserved", "Previously: preempted")]
+        conditions += _reset_evictions(manifest)
         body = self._status_body(manifest, conditions, conditional=True)
         body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
         if not await self._write(workload, body, what="admit", applied=partial(_admitted_to, cluster_queue)):
@@ -373,6 +368,16 @@ def in_doubt(exc: ApiError) -> bool:
 def _admitted_to(cluster_queue: str, current: dict[str, Any]) -> bool:
     admission = _dict(_dict(current.get("status")).get("admission"))
     return admission.get("clusterQueue") == cluster_queue
+
+
+def _reset_evictions(manifest: dict[str, Any]) -> list[Condition]:
+    """Admitted again after an eviction: Kueue's ``resetActiveCondition`` turns off the Evicted and
+    Preempted conditions that are on (only those: an absent one stays absent), keeping their message
+    after ``Previously:``; left on, a restart would read the workload as evicted again."""
+    listed = _dict(manifest.get("status")).get("conditions")
+    return [Condition(c["type"], "False", "QuotaReserved", f"Previously: {c.get('message') or ''}"[:32768])
+            for c in (listed if isinstance(listed, list) else ())
+            if isinstance(c, dict) and c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True"]
 
 
 def _evicted_for(message: str, current: dict[str, Any]) -> bool:

@@ -87,7 +87,7 @@ def tree_status(world: World, snapshot: Snapshot, *, consumed: ConsumedUsage | N
     cq_pending: dict[str, int] = {}
     lq_pending: dict[str, int] = {}
     for wl in world.workloads.values():
-        if wl.key in world.placed:
+        if wl.key in world.placed or not wl.obj.spec.active:  # Kueue queues no deactivated workload
             continue
         routed, why = world.route(wl)
         if why == "elastic":

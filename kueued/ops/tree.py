@@ -72,10 +72,11 @@ def settle(world: World) -> Snapshot:
 
 
 def pending_by_queue(world: World) -> dict[str, int]:
-    """Pending Workloads per ClusterQueue they are routed to (``World.route``; unrouted ones count nowhere)."""
+    """Pending Workloads per ClusterQueue they are routed to (``World.route``; unrouted and
+    deactivated ones count nowhere, as Kueue queues neither)."""
     out: dict[str, int] = {}
     for wl in world.workloads.values():
-        if wl.key not in world.placed:
+        if wl.key not in world.placed and wl.obj.spec.active:
             routed, _ = world.route(wl)
             if routed is not None:
                 out[routed] = out.get(routed, 0) + 1

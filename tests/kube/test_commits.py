@@ -89,6 +89,19 @@ async def test_admitted_again_after_an_eviction_turns_evicted_and_preempted_off(
     assert conditions == {"Evicted": "False", "Preempted": "False", "QuotaReserved": "True", "Admitted": "True"}
 
 
+async def test_admitted_again_after_a_drain_invents_no_preempted_condition_and_keeps_the_message() -> None:
+    """Kueue's ``resetActiveCondition``: only a condition that is on is turned off, and its message
+    stays after "Previously: "; a drained workload was never preempted, so it gets no Preempted."""
+    drained = [{"type": "Evicted", "status": "True", "reason": "LocalQueueStopped",
+                "message": "The LocalQueue is stopped", "lastTransitionTime": "t0"}]
+    port, client = _port(_workload(conditions=drained), [0.0])
+    assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}}, usage={})
+    conditions = {c["type"]: (c["status"], c["reason"], c["message"])
+                  for c in client.writes[0][2]["status"]["conditions"]}
+    assert "Preempted" not in conditions
+    assert conditions["Evicted"] == ("False", "QuotaReserved", "Previously: The LocalQueue is stopped")
+
+
 async def test_an_eviction_is_written_in_two_phases() -> None:
     manifest = _workload(admission={"clusterQueue": "cq"})
     port, client = _port(manifest, [0.0])

@@ -142,6 +142,18 @@ def test_a_local_queue_counts_its_own_workloads_and_usage() -> None:
                     shapes.LocalQueueStatus)
 
 
+def test_a_deactivated_workload_is_not_counted_pending_by_its_queues() -> None:
+    """Kueue queues no workload with ``spec.active: false``: its queues' pendingWorkloads (and the
+    pending gauge, which reads the queues) leave it out."""
+    off = workload("off", "ns", "lq", created=2, cpu="2")
+    off["spec"]["active"] = False
+    world, snap = settle(*team(cpu="2"), workload("a", "ns", "lq", created=1, cpu="2"), off,
+                         workload("b", "ns", "lq", created=3, cpu="2"))
+    status = tree_status(world, snap)
+    assert status["ClusterQueue/cq"].fields["pendingWorkloads"] == 1  # b; not off
+    assert status["LocalQueue/ns/lq"].fields["pendingWorkloads"] == 1
+
+
 def test_fair_sharing_adds_each_node_s_weighted_share() -> None:
     world, snap = settle(FAIR_SHARING, namespace("ns"), flavor("default"), cohort("org"),
                          cluster_queue("a", quotas("default", cpu="2"), cohort="org"),
