@@ -57,7 +57,8 @@ class ClusterQueueActor(NodeActor):
         super().__init__(name, is_cohort=False)
         self.queue = PendingQueue(name, strict=strict)
         self.admitted: dict[str, WorkloadInfo] = {}
-        self.evicting: set[str] = set()  # admitted, eviction committed, reservation not yet cleared
+        # admitted, eviction committed, reservation not yet cleared -> its queue order time once back
+        self.evicting: dict[str, float | None] = {}
         self.active = True
         # the last fold-ahead: the parked (with their verdicts), the head, their flags before parking
         self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None, list[bool]] = ([], None, [])
@@ -126,23 +127,25 @@ class ClusterQueueActor(NodeActor):
                 wl.release()
                 self.queue.push(wl)
                 return None
-            case Evict(key=key):
+            case Evict(key=key, requeue_at=requeue_at):
                 if key not in self.admitted:
                     return False
-                self.evicting.add(key)  # still holds its quota: a preemptor waits for Released
+                self.evicting[key] = requeue_at  # still holds its quota: a preemptor waits for Released
                 return True
             case Released(key=key):
-                self.evicting.discard(key)
+                requeue_at = self.evicting.pop(key, None)
                 wl = self._unhold(key)
                 if wl is None:
                     return False
                 self.release(key, wl.usage)
                 wl.release()
                 wl.evictions += 1
+                if requeue_at is not None:
+                    wl.created = requeue_at
                 self.queue.push(wl)
                 return True
             case Finish(key=key):
-                self.evicting.discard(key)
+                self.evicting.pop(key, None)
                 wl = self._unhold(key)
                 if wl is not None:
                     self.release(key, wl.usage)

@@ -211,9 +211,12 @@ class Revert(Msg, frozen=True):
 
 
 class Evict(Msg, frozen=True):
-    """The eviction is committed (its first phase): the victim keeps its quota until ``Released``."""
+    """The eviction is committed (its first phase): the victim keeps its quota until ``Released``.
+    ``requeue_at``: the victim's queue order time once it is back in the heap, when the eviction
+    moves it (:func:`kueued.scheduling.workload.queue_order_time`); None keeps the one it has."""
 
     key: str
+    requeue_at: float | None = None
 
 
 class Released(Msg, frozen=True):

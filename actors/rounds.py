@@ -49,7 +49,7 @@ from kueued.scheduling.cycle import CycleResult, run_cycle
 from kueued.scheduling.flavors import Assignment
 from kueued.scheduling.queues import RequeueReason, parks
 from kueued.scheduling.snapshot import Snapshot
-from kueued.scheduling.workload import Placement, WorkloadInfo
+from kueued.scheduling.workload import AFTER_PREEMPTOR, RECLAIMED_WHILE_BORROWING, Placement, WorkloadInfo
 
 if TYPE_CHECKING:
     from collections import deque
@@ -209,7 +209,8 @@ class Rounds:
                 continue
             self._record_eviction(target.workload, by.wl, target.reason)
             self._idle.pop(cq_name, None)
-            evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(Evict(target.workload.key))))
+            evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(
+                Evict(target.workload.key, requeue_at=self._requeue_at(target.reason)))))
         releasing = []
         for target, by, cq_name, reply in evicting:
             key = target.workload.key
@@ -237,6 +238,15 @@ class Rounds:
             await self.drain_cohorts({n.name for name in touched
                                       for n in self.forest.cluster_queues[name].node.ancestors()})
         return touched, bool(wanted), evicted  # a refused eviction is retried, as a refused admission is
+
+    def _requeue_at(self, reason: str) -> float | None:
+        """A victim's queue order time once evicted for ``reason``: with the PrioritySortingWithinCohort
+        gate off, one reclaimed while borrowing queues just after its preemptor, as the Preempted
+        condition the port writes makes Kueue read it (``queue_order_time``); else it keeps its own."""
+        if reason != RECLAIMED_WHILE_BORROWING or self.world.settings.feature_gates.get(
+                "PrioritySortingWithinCohort", True):
+            return None
+        return self.now() + AFTER_PREEMPTOR
 
     async def _settle_evictions(self) -> None:
         """Release the victims whose reservation the port has since cleared (an eviction's second

@@ -15,7 +15,7 @@ from typing import Any
 __all__ = ["same_to_the_scheduler", "older"]
 
 _META_READ = ("uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "name", "namespace")
-_CONDITIONS_READ = frozenset({"Finished", "Evicted"})
+_CONDITIONS_READ = frozenset({"Finished", "Evicted", "Preempted"})
 
 
 _OWN_ANNOTATIONS = frozenset({"quota.scheduling.koordinator.sh/request", "quota.scheduling.koordinator.sh/runtime"})
@@ -76,8 +76,9 @@ def _without_own_writes(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_conditions(status: dict[str, Any]) -> set[tuple[Any, ...]] | None:
-    """The conditions the scheduler reads: Finished, and Evicted with its reason and time (the
-    queue order time of a workload evicted for PodsReadyTimeout or by an admission check)."""
+    """The conditions the scheduler reads: Finished, and Evicted and Preempted with their reason
+    and time (the queue order time of a workload evicted for PodsReadyTimeout or by an admission
+    check, or reclaimed while borrowing: :func:`kueued.scheduling.workload.queue_order_time`)."""
     conditions = status.get("conditions")
     if conditions is None:
         return set()

@@ -138,10 +138,10 @@ class WorkloadSpec(msgspec.Struct, frozen=True, gc=False):
 
 
 def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = None,
-            requeue_by_eviction: bool = True) -> WorkloadSpec:
+            requeue_by_eviction: bool = True, priority_sorting: bool = True) -> WorkloadSpec:
     """``limit_ranges``: the summary of the namespace's LimitRanges (:mod:`.limitrange`): their
     defaults fill in the pod templates, and a pod they would refuse is not admitted.
-    ``requeue_by_eviction``: Kueue's queue order timestamp (:func:`queue_order_time`)."""
+    ``requeue_by_eviction``, ``priority_sorting``: Kueue's queue order timestamp (:func:`queue_order_time`)."""
     meta = obj.metadata
     key = f"{meta.namespace}/{meta.name}"
     templates = [ps.template.spec for ps in obj.spec.pod_sets]
@@ -165,7 +165,7 @@ def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = 
     if limit_ranges is not None:  # the defaults change what nomination reads
         shape += b"|" + _encode(templates)
     return WorkloadSpec(obj, key, meta.uid or key, f"{meta.namespace}/{obj.spec.queue_name}", priority,
-                        queue_order_time(obj, requeue_by_eviction), tuple(pod_sets), shape,
+                        queue_order_time(obj, requeue_by_eviction, priority_sorting), tuple(pod_sets), shape,
                         _limits_error(obj.spec.pod_sets, templates) or "; ".join(refused), observed)
 
 
@@ -266,14 +266,29 @@ REQUEUED_AT_EVICTION = frozenset({"PodsReadyTimeout", "AdmissionCheck"})
 """Evicted reasons after which Kueue queues a workload by its eviction time (``GetQueueOrderTimestamp``)."""
 
 
-def queue_order_time(obj: api.Workload, by_eviction: bool = True) -> float:
+RECLAIMED_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+"""The Preempted reason that, with the PrioritySortingWithinCohort gate off, requeues a workload
+behind its preemptor (:func:`queue_order_time`)."""
+AFTER_PREEMPTOR = 0.001
+"""Kueue's epsilon: a workload reclaimed while borrowing queues 1 ms after it was preempted, so
+strictly after its preemptor."""
+
+
+def queue_order_time(obj: api.Workload, by_eviction: bool = True, priority_sorting: bool = True) -> float:
     """Kueue's ``GetQueueOrderTimestamp``: when the workload queued, for FIFO order and "newer" in
     preemption.  Its creation, or with ``by_eviction`` (waitForPodsReady's requeuing timestamp
-    ``Eviction``, Kueue's default) the time of an eviction for PodsReadyTimeout or by an admission check."""
+    ``Eviction``, Kueue's default) the time of an eviction for PodsReadyTimeout or by an admission
+    check; or, with the PrioritySortingWithinCohort gate off (``priority_sorting`` False), just
+    after it was preempted by reclamation while borrowing (without priorities to tell the two
+    apart, the victim would otherwise queue ahead of its preemptor and take the quota back)."""
     if by_eviction:
         for c in obj.status.conditions:
             if c.type == "Evicted" and c.status == "True" and c.reason in REQUEUED_AT_EVICTION:
                 return timestamp(c.last_transition_time)
+    if not priority_sorting:
+        for c in obj.status.conditions:
+            if c.type == "Preempted" and c.status == "True" and c.reason == RECLAIMED_WHILE_BORROWING:
+                return timestamp(c.last_transition_time) + AFTER_PREEMPTOR
     return timestamp(obj.metadata.creation_timestamp)
 
 
