@@ -129,7 +129,10 @@ class Assignment:
         return {psa.name: psa.flavors for psa in self.pod_sets}
 
     def message(self) -> str:
-        return "; ".join(dict.fromkeys(self.reasons))
+        """Kueue's ``Assignment.Message``: per pod set that did not fit as it is, "couldn't assign
+        flavors to pod set NAME: " and its reasons, sorted and comma-separated (``Status.Message``)."""
+        return "; ".join(f"couldn't assign flavors to pod set {psa.name}: {', '.join(sorted(set(psa.reasons)))}"
+                         for psa in self.pod_sets if psa.reasons)
 
 
 def assign_flavors(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
