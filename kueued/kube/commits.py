@@ -58,6 +58,7 @@ import anyio
 import structlog
 
 from kueued.kube.errors import ApiError, ApiNotFound
+from kueued.kube.pending_reasons import kueue_condition
 from kueued.kube.port import Committed, Condition, count_commit
 from kueued.model.clock import rfc3339
 from kueued.model.quantity import format_milli
@@ -272,7 +273,8 @@ class KubePort:
         async def one(workload: str, message: str, manifest: dict[str, Any]) -> None:
             nonlocal written
             async with limiter:
-                body = self._status_body(manifest, [Condition("QuotaReserved", "False", "Pending", message)],
+                reason, text = kueue_condition(message)
+                body = self._status_body(manifest, [Condition("QuotaReserved", "False", reason, text)],
                                          conditional=False)
                 if await self._write(workload, body, what="pending"):
                     self._pending_written[workload] = (message, now)
@@ -393,6 +395,7 @@ def _released(current: dict[str, Any]) -> bool:
 
 def _pending_says(manifest: dict[str, Any], message: str) -> bool:
     listed = _dict(manifest.get("status")).get("conditions")
+    reason, text = kueue_condition(message)
     return isinstance(listed, list) and any(
         isinstance(c, dict) and c.get("type") == "QuotaReserved" and c.get("status") == "False"
-        and c.get("reason") == "Pending" and c.get("message") == message for c in listed)
+        and c.get("reason") == reason and c.get("message") == text for c in listed)
