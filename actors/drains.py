@@ -29,6 +29,7 @@ import structlog
 
 from actors.commits import commit_all
 from actors.messages import Evict, Forget
+from kueued.model.validation.workload_gates import ADMISSION_GATED_BY, GATE_ADMISSION_GATED_BY, enabled
 from kueued.scheduling.workload import Placement, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ def held_back(world: World, spec: WorkloadSpec) -> str:
     """Why a pending workload may not queue now, or ""."""
     if not spec.obj.spec.active:
         return "the Workload is deactivated (spec.active is false)"
+    gates = spec.obj.metadata.annotations.get(ADMISSION_GATED_BY, "")
+    if gates and enabled(world.settings.feature_gates, GATE_ADMISSION_GATED_BY):
+        return f"Admission is gated by: {gates}"  # Kueue's workload controller, reason AdmissionGated
     lq = world.local_queues.get(spec.local_queue)
     if lq is not None and lq.spec.stop_policy not in ("", "None"):
         return f"LocalQueue {spec.queue_name} is stopped (stopPolicy {lq.spec.stop_policy})"

@@ -26,6 +26,7 @@ from kueued.model.quantity import QuantityError, parse
 from kueued.model.settings import Settings
 from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
+from kueued.model.validation.workload_gates import GATE_PRIORITY_BOOST, PRIORITY_BOOST, boost_of, enabled
 from kueued.scheduling.limitrange import Summary, summarize
 from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, spec_of
 
@@ -364,13 +365,19 @@ class World:
     # --- derived ----------------------------------------------------------------------------
     def priority_of(self, wl: api.Workload) -> int:
         """A WorkloadPriorityClass's value, as Kueue's WorkloadPriorityClass controller keeps it in
-        the ``spec.priority`` of every Workload naming the class; else ``spec.priority``."""
+        the ``spec.priority`` of every Workload naming the class; else ``spec.priority``.  With the
+        PriorityBoost gate on, plus the ``kueue.x-k8s.io/priority-boost`` annotation (Kueue's
+        effective priority, read by queue order and preemption alike; a value that is not an
+        integer adds nothing)."""
         ref = wl.spec.priority_class_ref
         if ref is not None and ref.kind == "WorkloadPriorityClass" and ref.name in self.priority_classes:
-            return self.priority_classes[ref.name]
-        if wl.spec.priority is not None:
-            return wl.spec.priority
-        return 0
+            base = self.priority_classes[ref.name]
+        else:
+            base = wl.spec.priority if wl.spec.priority is not None else 0
+        boost = boost_of(wl.metadata.annotations.get(PRIORITY_BOOST))
+        if boost is not None and enabled(self.settings.feature_gates, GATE_PRIORITY_BOOST):
+            return base + boost
+        return base
 
     def route(self, wl: WorkloadSpec | WorkloadInfo) -> tuple[str | None, str]:
         """The ClusterQueue a pending workload queues in, or why it has none."""

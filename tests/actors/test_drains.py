@@ -90,3 +90,37 @@ def test_a_draining_cluster_queue_evicts_in_two_phases_and_keeps_its_workloads_q
         engine.run()
         assert set(world.placed) == {"ns/a"}
     assert len(_evictions(port)) == 1
+
+
+def _gated(doc: dict[str, Any], gates: str) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    doc["metadata"].setdefault("annotations", {})["kueue.x-k8s.io/admission-gated-by"] = gates
+    return doc
+
+
+def test_an_admission_gated_workload_waits_until_its_last_gate_is_removed() -> None:
+    """Kueue's AdmissionGatedBy (beta, on by default): while the annotation names a gate the
+    workload reserves no quota (reason AdmissionGated); removing gates one by one releases it."""
+    world, port = _world(), InMemoryPort()
+    wl = workload("gated", "ns", "lq", cpu="1", created=1)
+    with LiveEngine(world, port=port) as engine:
+        engine.apply(_gated(wl, "example.com/a,example.com/b"))
+        engine.run()
+        assert world.placed == {}
+        assert engine.unrouted["ns/gated"] == "Admission is gated by: example.com/a,example.com/b"
+        engine.apply(_gated(wl, "example.com/b"))
+        engine.run()
+        assert world.placed == {}
+        engine.apply(_gated(wl, ""))
+        engine.run()
+        assert set(world.placed) == {"ns/gated"}
+
+
+def test_with_the_gate_off_the_annotation_holds_nothing_back() -> None:
+    world, port = _world(), InMemoryPort()
+    world.apply({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                 "featureGates": {"AdmissionGatedBy": False}})
+    with LiveEngine(world, port=port) as engine:
+        engine.apply(_gated(workload("gated", "ns", "lq", cpu="1"), "example.com/a"))
+        engine.run()
+        assert set(world.placed) == {"ns/gated"}

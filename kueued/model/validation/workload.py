@@ -55,7 +55,7 @@ from .fields import Errors, boolean, child, enum, index, integer, key, list_map_
 from .memo import VerdictMemo
 from .meta import check_metadata
 from .names import DNS1123_LABEL, date_time, exact, quantity, reference
-from .workload_gates import gated_pod_sets
+from .workload_gates import gated_annotations, gated_pod_sets
 
 __all__ = ["validate_workload", "has_condition"]
 
@@ -83,6 +83,7 @@ def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None, *,
     check_metadata(errs, obj, namespaced=True)
     counts, n_pod_sets = _check_spec(errs, obj.get("spec"), "spec")  # counts: shared, read-only
     gated_pod_sets(errs, _dict(obj.get("spec")).get("podSets"), "spec.podSets", feature_gates or {})
+    gated_annotations(errs, obj, old, feature_gates or {})
     status = mapping(errs, obj.get("status"), "status")
     if status:  # a new workload has none: no conditions, admission or reclaimable pods
         _conditions(errs, status.get("conditions"), "status.conditions")
