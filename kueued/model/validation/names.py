@@ -30,7 +30,7 @@ from .fields import Errors, child, index, key, mapping, sequence, string
 __all__ = [
     "DNS1123_SUBDOMAIN", "dns_label_errors", "dns_subdomain_errors", "qualified_name_errors",
     "label_value_errors", "reference", "labels", "annotation_map", "label_selector",
-    "selector_matches", "quantity", "exact", "date_time",
+    "selector_matches", "quantity", "exact", "date_time", "NEGATIVE",
 ]
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -259,6 +259,9 @@ def _valid_date(text: str) -> bool:
 
 # ---- quantities ----------------------------------------------------------------------------
 
+NEGATIVE = "must be greater than or equal to 0"
+
+
 def quantity(errs: Errors, value: object, path: str, *, non_negative: bool = False) -> Fraction | None:
     """A ``resource.Quantity`` field: schema pattern, then optionally ``>= 0`` (webhooks)."""
     if value is None:
@@ -275,5 +278,5 @@ def quantity(errs: Errors, value: object, path: str, *, non_negative: bool = Fal
         errs.invalid(path, value, str(exc))
         return None
     if non_negative and amount < 0:
-        errs.invalid(path, value, "must be greater than or equal to 0")
+        errs.invalid(path, value, NEGATIVE)
     return amount

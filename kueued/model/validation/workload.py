@@ -24,7 +24,7 @@ On create, three layers speak (``apis/kueue/v1beta2/workload_types.go`` and
 
 On update the previous accepted version matters.  While the old version holds a quota
 reservation (condition ``QuotaReserved=True``) its pod sets are frozen except that a
-count may shrink (``ElasticJobsViaWorkloadSlices``), and while both versions hold it the
+count may shrink (``ElasticJobsViaWorkloadSlices``, on by default), and while both versions hold it the
 queue name, the priority-class reference and reclaimable counts may not go back.  An
 admission, once set, can be cleared but not edited, and an admission check that is ``Ready``
 in both versions keeps its ``podSetUpdates``.  A workload already holding quota without an
@@ -54,8 +54,8 @@ from .admission_checks import admission_checks, frozen_pod_set_updates
 from .fields import Errors, boolean, child, enum, index, integer, key, list_map_name, mapping, sequence, string
 from .memo import VerdictMemo
 from .meta import check_metadata
-from .names import DNS1123_LABEL, date_time, exact, quantity, reference
-from .workload_gates import gated_annotations, gated_pod_sets
+from .names import DNS1123_LABEL, NEGATIVE, date_time, exact, quantity, reference
+from .workload_gates import GATE_ELASTIC_JOBS, GATE_NON_NEGATIVE, enabled, gated_annotations, gated_pod_sets
 
 __all__ = ["validate_workload", "has_condition"]
 
@@ -84,6 +84,8 @@ def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None, *,
     counts, n_pod_sets = _check_spec(errs, obj.get("spec"), "spec")  # counts: shared, read-only
     gated_pod_sets(errs, _dict(obj.get("spec")).get("podSets"), "spec.podSets", feature_gates or {})
     gated_annotations(errs, obj, old, feature_gates or {})
+    if not enabled(feature_gates or {}, GATE_NON_NEGATIVE):  # the remembered verdicts always check it
+        errs.items = [e for e in errs.items if not (e.reason.endswith(NEGATIVE) and ".resources." in e.path)]
     status = mapping(errs, obj.get("status"), "status")
     if status:  # a new workload has none: no conditions, admission or reclaimable pods
         _conditions(errs, status.get("conditions"), "status.conditions")
@@ -96,7 +98,7 @@ def validate_workload(obj: dict[str, Any], old: dict[str, Any] | None, *,
         _reclaimable_pods(errs, status.get("reclaimablePods"), "status.reclaimablePods", counts)
         admission_checks(errs, status.get("admissionChecks"), "status.admissionChecks", counts)
     if old is not None:
-        _update(errs, obj, old)
+        _update(errs, obj, old, scale_down=enabled(feature_gates or {}, GATE_ELASTIC_JOBS))
     return errs.items
 
 
@@ -200,7 +202,7 @@ def _resources(errs: Errors, value: object, path: str) -> None:
             p = key(list_path, str(name))
             if name == "pods":
                 errs.invalid(p, "pods", "the key is reserved for internal kueue use")
-            quantity(errs, amount, p, non_negative=True)
+            quantity(errs, amount, p, non_negative=True)  # unless WorkloadValidateResourcesAreNonNegative is off
 
 
 # A batch system submits the same few specs over and over (Kueue's large-scale run: 3,000
@@ -293,11 +295,11 @@ def _reclaimable_pods(errs: Errors, value: object, path: str, counts: dict[str, 
 
 # ---- update -------------------------------------------------------------------------------
 
-def _update(errs: Errors, new: dict[str, Any], old: dict[str, Any]) -> None:
+def _update(errs: Errors, new: dict[str, Any], old: dict[str, Any], *, scale_down: bool) -> None:
     new_spec, old_spec = _dict(new.get("spec")), _dict(old.get("spec"))
     old_reserved, new_reserved = has_condition(old, "QuotaReserved"), has_condition(new, "QuotaReserved")
     if old_reserved:
-        _frozen_pod_sets(errs, new_spec.get("podSets"), old_spec.get("podSets"), "spec.podSets")
+        _frozen_pod_sets(errs, new_spec.get("podSets"), old_spec.get("podSets"), "spec.podSets", scale_down)
         _frozen_priority_class(errs, new_spec.get("priorityClassRef"), old_spec.get("priorityClassRef"))
     if old_reserved and new_reserved:
         before, after = old_spec.get("queueName"), new_spec.get("queueName")
@@ -320,7 +322,7 @@ def _update(errs: Errors, new: dict[str, Any], old: dict[str, Any]) -> None:
                             _dict(old.get("status")).get("admissionChecks"))
 
 
-def _frozen_pod_sets(errs: Errors, new: object, old: object, path: str) -> None:
+def _frozen_pod_sets(errs: Errors, new: object, old: object, path: str, scale_down: bool) -> None:
     new_sets = new if isinstance(new, list) else []
     old_sets = old if isinstance(old, list) else []
     if len(new_sets) != len(old_sets):
@@ -328,8 +330,9 @@ def _frozen_pod_sets(errs: Errors, new: object, old: object, path: str) -> None:
         return
     for i, (after, before) in enumerate(zip(new_sets, old_sets, strict=True)):
         a, b = _canonical_pod_set(after), _canonical_pod_set(before)
-        if isinstance(a.get("count"), int) and isinstance(b.get("count"), int) and a["count"] < b["count"]:
-            a["count"] = b["count"]  # an elastic job may scale down while it holds quota
+        if scale_down and isinstance(a.get("count"), int) and isinstance(b.get("count"), int) \
+                and a["count"] < b["count"]:
+            a["count"] = b["count"]  # an elastic job may scale down while it holds quota (its gate on)
         if a != b:
             errs.invalid(index(path, i), after, "field is immutable")
 

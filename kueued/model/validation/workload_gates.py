@@ -13,14 +13,16 @@ from .fields import Errors, child, index
 from .names import annotation_map, dns_subdomain_errors, labels
 
 __all__ = ["gated_pod_sets", "gated_annotations", "enabled", "boost_of", "GATE_SLICE_SIZE", "GATE_POD_SET_METADATA",
-           "GATE_ADMISSION_GATED_BY", "GATE_PRIORITY_BOOST", "ADMISSION_GATED_BY", "PRIORITY_BOOST"]
+           "GATE_ADMISSION_GATED_BY", "GATE_PRIORITY_BOOST", "GATE_NON_NEGATIVE", "GATE_ELASTIC_JOBS", "ADMISSION_GATED_BY", "PRIORITY_BOOST"]
 
 GATE_SLICE_SIZE = "TASValidateWorkloadSliceSize"
 GATE_POD_SET_METADATA = "WorkloadValidationForPodSetMetadata"
 GATE_ADMISSION_GATED_BY = "AdmissionGatedBy"
 GATE_PRIORITY_BOOST = "PriorityBoost"
+GATE_NON_NEGATIVE = "WorkloadValidateResourcesAreNonNegative"
+GATE_ELASTIC_JOBS = "ElasticJobsViaWorkloadSlices"
 _GATE_DEFAULTS = {GATE_SLICE_SIZE: True, GATE_POD_SET_METADATA: True, GATE_ADMISSION_GATED_BY: True,
-                  GATE_PRIORITY_BOOST: False}
+                  GATE_PRIORITY_BOOST: False, GATE_NON_NEGATIVE: True, GATE_ELASTIC_JOBS: True}
 """Kueue's defaults (``pkg/features/kube_features.go``) for the gates these rules read."""
 
 ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
