@@ -12,8 +12,11 @@ from typing import Any
 from .fields import Errors, child, index
 from .names import annotation_map, dns_subdomain_errors, labels
 
-__all__ = ["gated_pod_sets", "gated_annotations", "enabled", "boost_of", "GATE_SLICE_SIZE", "GATE_POD_SET_METADATA",
-           "GATE_ADMISSION_GATED_BY", "GATE_PRIORITY_BOOST", "GATE_NON_NEGATIVE", "GATE_ELASTIC_JOBS", "ADMISSION_GATED_BY", "PRIORITY_BOOST"]
+__all__ = [
+    "gated_pod_sets", "gated_annotations", "enabled", "boost_of", "GATE_SLICE_SIZE", "GATE_POD_SET_METADATA",
+    "GATE_ADMISSION_GATED_BY", "GATE_PRIORITY_BOOST", "GATE_NON_NEGATIVE", "GATE_ELASTIC_JOBS",
+    "ADMISSION_GATED_BY", "PRIORITY_BOOST"
+]
 
 GATE_SLICE_SIZE = "TASValidateWorkloadSliceSize"
 GATE_POD_SET_METADATA = "WorkloadValidationForPodSetMetadata"
