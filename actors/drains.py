@@ -88,6 +88,7 @@ class Drains:
         _drain_due: bool
 
         async def _settle_evictions(self) -> None: ...
+        async def _place(self, spec: WorkloadSpec, history: Left | None = None) -> None: ...
 
     async def drain(self) -> bool:
         """Evict every admitted workload that must go (module notes); whether any eviction was tried."""
@@ -116,12 +117,22 @@ class Drains:
         return True
 
     async def hold_back(self, key: str, cq_name: str) -> None:
-        """A workload whose eviction was just released leaves its queue if it may not queue now."""
+        """A workload whose eviction was just released is back in the queue that held it; Kueue
+        requeues an evicted workload through its LocalQueue instead.  So it leaves that queue if
+        it may not queue now, or if its LocalQueue is gone or routes elsewhere (edited since it
+        was admitted, or a Workload admitted without one), and is placed as a pending one is."""
         spec = self.world.workloads.get(key)
-        why = held_back(self.world, spec) if spec is not None else ""
         actor = self.cluster_queues.get(cq_name)
-        if why and actor is not None:
-            self._left.update(await actor.ask(Forget(frozenset({key}))))
+        if spec is None or actor is None:
+            return
+        why = held_back(self.world, spec)
+        routed, unrouted = self.world.route(spec)
+        if not why and (routed == cq_name or unrouted == "elastic"):
+            return
+        self._left.update(await actor.ask(Forget(frozenset({key}))))
+        if why:
             self._taken.discard(key)
             self.unrouted[key] = why
+        else:  # still taken: the admission its status carried is not adopted again
+            await self._place(spec, self._left.pop(key, None))
 

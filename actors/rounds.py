@@ -233,6 +233,7 @@ class Rounds:
                 self._released(key)
                 self._changed(cq_name)
                 touched.add(cq_name)
+                await self.hold_back(key, cq_name)  # requeued through its LocalQueue
         # every release has climbed the victims' trees before a borrow request could miss one
         if touched:
             await self.drain_cohorts({n.name for name in touched
