@@ -35,7 +35,7 @@ from kueued.scheduling.workload import Placement, WorkloadSpec
 if TYPE_CHECKING:
     from actors.cluster_queue import ClusterQueueActor
     from actors.versions import Left
-    from kueued.kube.port import ApiPort
+    from kueued.kube.port import ApiPort, Recorder
     from kueued.world import World
 
 __all__ = ["Drains", "held_back", "drain_reason", "DEACTIVATED", "LOCAL_QUEUE_STOPPED", "CLUSTER_QUEUE_STOPPED"]
@@ -86,6 +86,7 @@ class Drains:
         _taken: set[str]
         _left: dict[str, Left]
         _drain_due: bool
+        recorder: Recorder | None
 
         async def _settle_evictions(self) -> None: ...
         async def _place(self, spec: WorkloadSpec, history: Left | None = None) -> None: ...
@@ -111,6 +112,9 @@ class Drains:
             if actor is None or not await actor.ask(Evict(key)):
                 continue
             log.info("workload_evicted", workload=key, cluster_queue=cq, reason=why[0], message=why[1])
+            manifest = self.world.raw.get(f"Workload/{key}")
+            if self.recorder is not None and manifest is not None:  # EvictedDueTo<reason>, as Kueue records it
+                self.recorder.evicted(manifest, reason=why[0], message=why[1])
             self._evicting[key] = cq
             self._uncounted.add(key)  # not a preemption
         await self._settle_evictions()  # where the second phase is the first (simulate), released now

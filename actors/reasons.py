@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from kueued.kube.pending_reasons import PENDING, kueue_condition
 from kueued.scheduling.explain import STRICT_FIFO_WAIT, explain
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class ReasonLog:
             sentence = self._log_pending(coord, key, why, snapshot)
             if port is not None and (key in coord.reasons or key in coord.unrouted):
                 port.pending(key, sentence)  # a verdict, not a workload no round has judged yet
+                self._warn(coord, key, sentence)
         self._log_queues(coord)
 
     def _log_pending(self, coord: Coordinator, key: str, why: str, snapshot: Snapshot | None) -> str:
@@ -69,6 +71,15 @@ class ReasonLog:
                 why = f"{why} ({detail})"
         log.info("workload_pending", workload=key, cluster_queue=cq_name, reason=why)
         return why
+
+    @staticmethod
+    def _warn(coord: Coordinator, key: str, sentence: str) -> None:
+        """Kueue's scheduler warns ``Pending`` with its message on a workload it judged and could not
+        admit (a queue problem is the workload controller's condition alone, no Event)."""
+        reason, message = kueue_condition(sentence)
+        manifest = coord.world.raw.get(f"Workload/{key}")
+        if coord.recorder is not None and manifest is not None and reason == PENDING:
+            coord.recorder.pending(manifest, message)
 
     def _log_queues(self, coord: Coordinator) -> None:
         inactive = {name: cq.inactive_reason for name, cq in coord.forest.cluster_queues.items() if not cq.active}

@@ -217,7 +217,8 @@ class KubePort:
                 self._evicting.pop(workload, None)
                 continue
             conditions = [Condition("QuotaReserved", "False", "Pending", message),
-                          Condition("Admitted", "False", "NoReservation", "The workload has no reservation")]
+                          Condition("Admitted", "False", "NoReservation", "The workload has no reservation"),
+                          _requeued(manifest, message)]
             body = self._status_body(manifest, conditions, conditional=False)
             body["status"]["admission"] = None
             if await self._write(workload, body, what="release", applied=_released):
@@ -380,6 +381,17 @@ def _reset_evictions(manifest: dict[str, Any]) -> list[Condition]:
     return [Condition(c["type"], "False", "QuotaReserved", f"Previously: {c.get('message') or ''}"[:32768])
             for c in (listed if isinstance(listed, list) else ())
             if isinstance(c, dict) and c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True"]
+
+
+def _requeued(manifest: dict[str, Any], message: str) -> Condition:
+    """Kueue's ``SetRequeuedCondition`` as its job reconciler clears an evicted workload's admission:
+    the eviction's reason and message, True only for a preemption (the workload queues again at
+    once; a drained or deactivated one waits for whatever stopped it)."""
+    listed = _dict(manifest.get("status")).get("conditions")
+    reason = next((c.get("reason") for c in (listed if isinstance(listed, list) else ())
+                   if isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"), None)
+    reason = reason if isinstance(reason, str) and reason else "Preempted"
+    return Condition("Requeued", "True" if reason == "Preempted" else "False", reason, message)
 
 
 def _evicted_for(message: str, current: dict[str, Any]) -> bool:

@@ -128,6 +128,8 @@ class Recorder(Protocol):
 
     def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool: ...
 
+    def pending(self, workload: Mapping[str, Any], message: str) -> bool: ...
+
 
 class StatusPublisher(Protocol):
     """The status of the tree and of refused objects (``kueued.kube.status_publisher``); the actors

@@ -70,6 +70,8 @@ async def test_a_drain_is_evicted_with_its_own_reason_and_no_preempted_condition
                             preempted=False)
     first = client.writes[0][2]["status"]["conditions"]
     assert [(c["type"], c["status"], c["reason"]) for c in first] == [("Evicted", "True", "Deactivated")]
+    second = client.writes[1][2]["status"]["conditions"]  # not requeued at once: it waits to be active again
+    assert ("Requeued", "False", "Deactivated") in [(c["type"], c["status"], c["reason"]) for c in second]
     assert port.counts[("evict", "cq", "Deactivated")] == 1
 
 
@@ -111,6 +113,8 @@ async def test_an_eviction_is_written_in_two_phases() -> None:
     assert "admission" not in first
     assert second["admission"] is None  # the reservation cleared: the quota is free
     assert {c["type"]: c["status"] for c in second["conditions"]}["QuotaReserved"] == "False"
+    requeued = next(c for c in second["conditions"] if c["type"] == "Requeued")
+    assert (requeued["status"], requeued["reason"], requeued["message"]) == ("True", "Preempted", "for ns/x")
 
 
 async def test_the_pending_condition_is_written_on_change_at_most_once_an_interval() -> None:

@@ -1,0 +1,81 @@
+"""What the daemon says about a workload that waits: the Pending condition it hands the port and
+Kueue's ``Pending`` warning Event, once per change; and the Event of an eviction that is not a
+preemption (``EvictedDueTo<reason>``)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from actors.harness import LiveEngine
+from actors.reasons import ReasonLog
+from kueued.kube.port import InMemoryPort
+from kueued.world import World
+from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+
+
+class Events:
+    """A Recorder that keeps (kind, workload, reason or message) of every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+
+    @staticmethod
+    def _key(wl: Mapping[str, Any]) -> str:
+        return f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
+
+    def quota_reserved(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float) -> bool:
+        self.calls.append(("quota_reserved", self._key(workload), cluster_queue))
+        return True
+
+    def admitted(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float = 0.0) -> bool:
+        return True
+
+    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool:
+        return True
+
+    def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
+        self.calls.append(("evicted", self._key(workload), reason))
+        return True
+
+    def pending(self, workload: Mapping[str, Any], message: str) -> bool:
+        self.calls.append(("pending", self._key(workload), message))
+        return True
+
+
+def _world() -> World:
+    world = World()
+    for m in [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="2")),
+              local_queue("lq", "ns", "cq")]:
+        world.apply(m)
+    return world
+
+
+def test_a_workload_that_cannot_fit_gets_one_pending_warning_per_new_reason() -> None:
+    world, port, events, log = _world(), InMemoryPort(), Events(), ReasonLog()
+    with LiveEngine(world, port=port) as engine:
+        engine.coordinator.recorder = events
+        engine.apply(workload("big", "ns", "lq", cpu="3"))
+        engine.apply(workload("lost", "ns", "nowhere", cpu="1"))
+        engine.run()
+        engine._call(log.update, engine.coordinator, port)
+        engine._call(log.update, engine.coordinator, port)  # nothing changed: nothing said again
+    warnings = [c for c in events.calls if c[0] == "pending"]
+    assert len(warnings) == 1 and warnings[0][1] == "ns/big"
+    assert warnings[0][2].startswith("couldn't assign flavors to pod set main: ")
+    assert port.pending_reasons["ns/lost"].startswith("LocalQueue nowhere doesn't exist")  # condition, no Event
+
+
+def test_a_drained_workload_gets_kueue_s_evicted_due_to_event() -> None:
+    world, events = _world(), Events()
+    running = workload("running", "ns", "lq", cpu="1")
+    with LiveEngine(world, port=InMemoryPort()) as engine:
+        engine.coordinator.recorder = events
+        engine.apply(running)
+        engine.run()
+        off = copy.deepcopy(running)
+        off["spec"]["active"] = False
+        engine.apply(off)
+        engine.run()
+    assert ("evicted", "ns/running", "Deactivated") in events.calls
