@@ -41,8 +41,8 @@ def test_the_daemon_publishes_queue_status_and_says_why_an_object_was_refused(tm
                 self._check()
 
         def _check(self) -> None:
-            if self.status.get("ClusterQueue/cq", {}).get("admittedWorkloads") == 1 and any(
-                    e[1] == "Warning" for e in self.events):
+            if self.status.get("ClusterQueue/cq", {}).get("admittedWorkloads") == 1 and {
+                    "ValidationFailed", "Pending"} <= {e[2] for e in self.events if e[1] == "Warning"}:
                 done.set()
 
     client = Watched()
@@ -64,4 +64,7 @@ def test_the_daemon_publishes_queue_status_and_says_why_an_object_was_refused(tm
     (accepted,) = client.status["ClusterQueue/bad"]["conditions"]
     assert (accepted["status"], accepted["reason"], accepted["message"]) == ("False", "ValidationFailed", BAD_REASON)
     # one warning, however often the refused version comes back (a wired coordinator adds admission Events)
-    assert [e for e in client.events if e[1] == "Warning"] == [("bad", "Warning", "ValidationFailed", BAD_REASON)]
+    assert [e for e in client.events if e[2] == "ValidationFailed"] == [("bad", "Warning", "ValidationFailed",
+                                                                          BAD_REASON)]
+    # and Kueue's Pending warning on the workload that waits for quota
+    assert any(e[1:3] == ("Warning", "Pending") and e[3].startswith("couldn't assign flavors") for e in client.events)
