@@ -104,12 +104,13 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
         port = FencedPort(port, elector, hold=args.interval)
         writes = FencedClient(client, elector)
     live = args.live  # None without --config: the defaults, for good
+    recorder = EventRecorder(writes)  # Events about Workloads and Jobs alike (its writers run in ``status``)
     status: StatusPublisher = TreeStatusPublisher(
-        writes, recorder=EventRecorder(writes),
+        writes, recorder=recorder,
         rate=(lambda: live.config.daemon.status_writes_per_second) if live is not None else STATUS_WRITES_PER_SECOND)
     if elector is not None:
         status = FencedStatus(status, elector)  # a follower does not even try (nor log a refusal per object)
-    jobs = JobController(client) if args.job_integration and elector is None else None
+    jobs = JobController(client, events=recorder) if args.job_integration and elector is None else None
     async with client, anyio.create_task_group() as tg:
         if elector is not None:
             await tg.start(elector.run)  # its first try is done: leader or follower from the start
@@ -118,7 +119,7 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
         if jobs is not None:  # start_soon: a cluster that grants kueued no Jobs must not hold scheduling back
             tg.start_soon(jobs.run, name="job controller")
         elif args.job_integration and elector is not None:  # Kueue's way: only the leader runs controllers
-            tg.start_soon(partial(run_while_leading, elector, lambda: JobController(writes).run(),
+            tg.start_soon(partial(run_while_leading, elector, lambda: JobController(writes, events=recorder).run(),
                                   name="job controller"), name="job controller")
         await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status,
                          health=health, elected=elector is not None, config=args.live)

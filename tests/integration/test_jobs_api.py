@@ -170,6 +170,22 @@ def test_a_job_s_whole_life_and_the_quota_it_frees(cluster: Any) -> None:
     _wait(cluster, "jsonpath={.spec.suspend}=false", "job/second", ns)  # the quota came back and went to it
     finished = _condition(_get(cluster, f"workload/{first}", ns), "Finished")
     assert finished is not None and finished["message"] == "Reached expected number of succeeded pods"
+    # the Job's story as Kueue's job reconciler tells it, in Events on the Job
+    told = _events_until(cluster, "first", ns, {"CreatedWorkload", "Started", "FinishedWorkload"})
+    assert told["CreatedWorkload"] == f"Created Workload: {ns}/{first}"
+    assert told["Started"] == f"Admitted by clusterQueue {ns}-cq"
+
+
+def _events_until(cluster: Any, name: str, ns: str, reasons: set[str], timeout: float = 30) -> dict[str, str]:
+    """The Events about object ``name`` by reason (their messages), once all of ``reasons`` are there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = cluster.kubectl_json("get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}")
+        seen = {e["reason"]: e.get("message", "") for e in listed.get("items", [])}
+        if reasons <= seen.keys() or time.monotonic() > deadline:
+            assert reasons <= seen.keys(), f"Events on {name}: {sorted(seen)}"
+            return seen
+        time.sleep(0.5)
 
 
 def test_an_eviction_suspends_the_job_and_gives_its_template_back(cluster: Any) -> None:
