@@ -58,7 +58,7 @@ import anyio
 import structlog
 
 from kueued.kube.errors import ApiError, ApiNotFound
-from kueued.kube.pending_reasons import kueue_condition
+from kueued.kube.pending_reasons import DEACTIVATED, kueue_condition
 from kueued.kube.port import Committed, Condition, count_commit
 from kueued.model.clock import rfc3339
 from kueued.model.quantity import format_milli
@@ -274,9 +274,7 @@ class KubePort:
         async def one(workload: str, message: str, manifest: dict[str, Any]) -> None:
             nonlocal written
             async with limiter:
-                reason, text = kueue_condition(message)
-                body = self._status_body(manifest, [Condition("QuotaReserved", "False", reason, text)],
-                                         conditional=False)
+                body = self._status_body(manifest, [_pending_condition(message)], conditional=False)
                 if await self._write(workload, body, what="pending"):
                     self._pending_written[workload] = (message, now)
                     self._pending_doubt.discard(workload)
@@ -405,9 +403,17 @@ def _released(current: dict[str, Any]) -> bool:
     return not _dict(current.get("status")).get("admission")
 
 
+def _pending_condition(message: str) -> Condition:
+    """The condition that says why a workload waits, as Kueue words it (:mod:`.pending_reasons`)."""
+    reason, text = kueue_condition(message)
+    if reason == DEACTIVATED:
+        return Condition("Evicted", "True", reason, text)
+    return Condition("QuotaReserved", "False", reason, text)
+
+
 def _pending_says(manifest: dict[str, Any], message: str) -> bool:
     listed = _dict(manifest.get("status")).get("conditions")
-    reason, text = kueue_condition(message)
+    want = _pending_condition(message)
     return isinstance(listed, list) and any(
-        isinstance(c, dict) and c.get("type") == "QuotaReserved" and c.get("status") == "False"
-        and c.get("reason") == reason and c.get("message") == text for c in listed)
+        isinstance(c, dict) and c.get("type") == want.type and c.get("status") == want.status
+        and c.get("reason") == want.reason and c.get("message") == want.message for c in listed)

@@ -12,6 +12,9 @@ for Kueue reads the same reason and message (``pkg/controller/core/workload_cont
   "Admission is gated by: GATES";
 - a namespace outside the ClusterQueue's selector: reason ``Pending``, "Workload namespace
   doesn't match ClusterQueue selector";
+- a deactivated workload (``spec.active: false``): no QuotaReserved condition at all, but
+  ``Evicted=True``, reason ``Deactivated``, "The workload is deactivated", as Kueue's workload
+  controller marks every deactivated workload, admitted or not (:data:`DEACTIVATED`);
 - anything else (no quota, waiting for a preemption...): reason ``Pending`` and kueued's
   sentence, which starts as Kueue's does ("couldn't assign flavors to pod set main: ...").
 
@@ -24,11 +27,12 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["PENDING", "INADMISSIBLE", "ADMISSION_GATED", "kueue_condition"]
+__all__ = ["PENDING", "INADMISSIBLE", "ADMISSION_GATED", "DEACTIVATED", "kueue_condition"]
 
 PENDING = "Pending"
 INADMISSIBLE = "Inadmissible"
 ADMISSION_GATED = "AdmissionGated"
+DEACTIVATED = "Deactivated"
 
 _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^LocalQueue (\S+) doesn't exist"), INADMISSIBLE, "LocalQueue {0} doesn't exist"),
@@ -44,6 +48,8 @@ def kueue_condition(sentence: str) -> tuple[str, str]:
     """(reason, message) of the QuotaReserved=False condition for kueued's ``sentence``."""
     if sentence.startswith("Admission is gated by: "):
         return ADMISSION_GATED, sentence
+    if sentence.startswith("the Workload is deactivated"):
+        return DEACTIVATED, "The workload is deactivated"  # the Evicted condition's, not QuotaReserved's
     for pattern, reason, message in _RULES:
         m = pattern.match(sentence)
         if m is not None:

@@ -256,9 +256,10 @@ def test_a_cluster_queue_deleted_in_use_terminates_until_its_workloads_finish(da
     cluster.kubectl_run("delete", "clusterqueue", cq, "--wait=false")
     _wait(cluster, "jsonpath={.status.conditions[?(@.type=='Active')].reason}=Terminating", f"clusterqueue/{cq}")
     _apply(cluster, _unstamped(workload("w2", ns, "lq", cpu="1")))
-    _wait(cluster, "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].reason}=Pending", "workload/w2",
+    # Kueue's workload controller: a workload of an inactive queue is Inadmissible (the queue says why)
+    _wait(cluster, "jsonpath={.status.conditions[?(@.type=='QuotaReserved')].reason}=Inadmissible", "workload/w2",
           namespace=ns)
-    assert "terminating" in _condition(_workload(cluster, ns, "w2"), "QuotaReserved")["message"]
+    assert _condition(_workload(cluster, ns, "w2"), "QuotaReserved")["message"] == f"ClusterQueue {cq} is inactive"
     assert cluster.kubectl_json("get", "clusterqueue", cq)["metadata"]["finalizers"] == [
         "kueue.x-k8s.io/resource-in-use"]  # still in use: kept
     finished = {"status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded",

@@ -104,6 +104,15 @@ async def test_admitted_again_after_a_drain_invents_no_preempted_condition_and_k
     assert conditions["Evicted"] == ("False", "QuotaReserved", "Previously: The LocalQueue is stopped")
 
 
+async def test_a_deactivated_pending_workload_gets_evicted_deactivated_not_a_pending_condition() -> None:
+    port, client = _port(_workload(), [0.0])
+    port.pending("ns/w", "the Workload is deactivated (spec.active is false)")
+    assert await port.flush_pending() == 1
+    conditions = client.writes[0][2]["status"]["conditions"]
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in conditions] == [
+        ("Evicted", "True", "Deactivated", "The workload is deactivated")]
+
+
 async def test_an_eviction_is_written_in_two_phases() -> None:
     manifest = _workload(admission={"clusterQueue": "cq"})
     port, client = _port(manifest, [0.0])

@@ -57,3 +57,11 @@ def test_each_queue_problem_reads_as_kueue_s_inadmissible_condition() -> None:
 def test_an_admission_gate_keeps_its_own_reason() -> None:
     assert kueue_condition("Admission is gated by: example.com/a") == ("AdmissionGated",
                                                                        "Admission is gated by: example.com/a")
+
+
+def test_a_deactivated_workload_that_waits_is_marked_evicted_as_kueue_marks_it() -> None:
+    off = workload("off", "ns", "lq", cpu="1")
+    off["spec"]["active"] = False
+    why = _sentences(namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="1")),
+                     local_queue("lq", "ns", "cq"), off)
+    assert kueue_condition(why["ns/off"]) == ("Deactivated", "The workload is deactivated")
