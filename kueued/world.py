@@ -353,7 +353,8 @@ class World:
         """A Workload version as the scheduler reads it, with what the World knows around it."""
         return spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace),
                        requeue_by_eviction=self.settings.requeue_by_eviction,
-                       priority_sorting=self.settings.feature_gates.get("PrioritySortingWithinCohort", True))
+                       priority_sorting=self.settings.feature_gates.get("PrioritySortingWithinCohort", True),
+                       reclaimable_pods=self.settings.feature_gates.get("ReclaimablePods", True))
 
     def limits_in(self, namespace: str) -> Summary | None:
         """The summary of a namespace's LimitRanges (:mod:`kueued.scheduling.limitrange`), or None."""

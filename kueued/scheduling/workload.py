@@ -138,10 +138,12 @@ class WorkloadSpec(msgspec.Struct, frozen=True, gc=False):
 
 
 def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = None,
-            requeue_by_eviction: bool = True, priority_sorting: bool = True) -> WorkloadSpec:
+            requeue_by_eviction: bool = True, priority_sorting: bool = True,
+            reclaimable_pods: bool = True) -> WorkloadSpec:
     """``limit_ranges``: the summary of the namespace's LimitRanges (:mod:`.limitrange`): their
     defaults fill in the pod templates, and a pod they would refuse is not admitted.
-    ``requeue_by_eviction``, ``priority_sorting``: Kueue's queue order timestamp (:func:`queue_order_time`)."""
+    ``requeue_by_eviction``, ``priority_sorting``: Kueue's queue order timestamp (:func:`queue_order_time`).
+    ``reclaimable_pods``: the ReclaimablePods gate (KEP-78); off, ``status.reclaimablePods`` frees nothing."""
     meta = obj.metadata
     key = f"{meta.namespace}/{meta.name}"
     templates = [ps.template.spec for ps in obj.spec.pod_sets]
@@ -149,7 +151,7 @@ def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = 
         templates = [with_defaults(t, limit_ranges) for t in templates]
     pod_sets = []
     refused: list[str] = []
-    reclaimable = {r.name: r.count for r in obj.status.reclaimable_pods}
+    reclaimable = {r.name: r.count for r in obj.status.reclaimable_pods} if reclaimable_pods else {}
     for i, (ps, template) in enumerate(zip(obj.spec.pod_sets, templates, strict=True)):
         count = max(0, ps.count - reclaimable.get(ps.name, 0))  # pods done for good need no quota (KEP-78)
         per_pod = pod_requests(template)
