@@ -227,6 +227,7 @@ class PodSpec(_Base):
     tolerations: list[Toleration] = []
     overhead: dict[str, Quantity] = {}
     restart_policy: str = ""
+    resources: ResourceRequirements | None = None  # pod-level resources (Kubernetes' PodLevelResources)
 
 
 class PodTemplate(_Base):

@@ -62,9 +62,24 @@ def pod_requests(spec: api.PodSpec) -> dict[str, int]:
     for c in spec.init_containers:
         for name, value in _container_requests(c).items():
             total[name] = max(total.get(name, 0), value)
+    total.update(pod_level_requests(spec))
     for name, q in spec.overhead.items():
         total[name] = total.get(name, 0) + parse(q)
     return total
+
+
+def pod_level_requests(spec: api.PodSpec) -> dict[str, int]:
+    """The pod-level requests that stand for the containers' sum (Kubernetes' ``PodRequests`` with
+    pod-level resources: cpu, memory and hugepages; a limit without a request stands for both)."""
+    if spec.resources is None:
+        return {}
+    out = {name: parse(q) for name, q in spec.resources.limits.items() if _pod_level(name)}
+    out.update({name: parse(q) for name, q in spec.resources.requests.items() if _pod_level(name)})
+    return out
+
+
+def _pod_level(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 def _container_requests(c: api.Container) -> dict[str, int]:
@@ -295,8 +310,15 @@ def queue_order_time(obj: api.Workload, by_eviction: bool = True, priority_sorti
 
 
 def _limits_error(pod_sets: list[api.PodSet], templates: list[api.PodSpec]) -> str:
-    """Why a container asks more than its limit, or "" (Kueue refuses such a workload)."""
+    """Why a container (or the pod, with pod-level resources) asks more than its limit, or ""
+    (Kueue refuses such a workload)."""
     for ps, template in zip(pod_sets, templates, strict=True):
+        pod = template.resources
+        if pod is not None:
+            for res, lim in pod.limits.items():
+                req = pod.requests.get(res)
+                if req is not None and parse(req) > parse(lim):
+                    return f"podSet {ps.name}: pod-level {res} request ({req}) exceeds its limit ({lim})"
         for c in [*template.containers, *template.init_containers]:
             for res, lim in c.resources.limits.items():
                 req = c.resources.requests.get(res)
