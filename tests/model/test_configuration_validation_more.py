@@ -153,7 +153,9 @@ def test_device_class_mappings(mappings: list[Obj], expected: list[str]) -> None
 
 
 def counted(name: str, counter: str) -> Obj:
-    return {**mapping(name, "mig.nvidia.com"), "sources": [{"counter": {"name": counter}}]}
+    return {**mapping(name, "mig.nvidia.com"), "sources": [{"counter": {
+        "name": counter, "driver": "gpu.nvidia.com",
+        "deviceSelector": {"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}}}]}
 
 
 def test_a_device_class_may_back_two_resources_that_count_different_counters() -> None:

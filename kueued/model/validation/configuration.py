@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kueued.errors import FieldError
 
 from .configuration_dra import device_class_mappings
-from .configuration_gates import validate_feature_gates
+from .configuration_gates import gates_of, validate_feature_gates
 from .configuration_multikueue import cluster_profile, incremental_dispatcher
 from .configuration_strict import strict
 from .configuration_tls import validate_tls
@@ -113,7 +114,7 @@ def validate_configuration(obj: dict[str, Any], old: dict[str, Any] | None) -> l
     _admission_fair_sharing(errs, obj.get("admissionFairSharing"))
     _wait_for_pods_ready(errs, obj.get("waitForPodsReady"), v1beta1=str(obj.get("apiVersion", "")).endswith("/v1beta1"))
     _integrations(errs, obj.get("integrations"))
-    _resources(errs, obj.get("resources"))
+    _resources(errs, obj.get("resources"), gates_of(obj.get("featureGates")))
     _namespace_selector(errs, obj.get("managedJobsNamespaceSelector"), namespace)
     _internal_cert_management(errs, obj.get("internalCertManagement"))
     _multi_kueue(errs, obj.get("multiKueue"))
@@ -225,10 +226,16 @@ def _integrations(errs: Errors, value: object) -> None:
             seen.add(name)
 
 
-def _resources(errs: Errors, value: object) -> None:
+def _resources(errs: Errors, value: object, gate: Callable[[str], bool]) -> None:
     if value is None:
         return
     resources = mapping(errs, value, "resources")
+    if gate("QuotaCheckStrategy"):  # BlockUndeclared (the default) or IgnoreUndeclared
+        strategy = enum(errs, resources.get("quotaCheckStrategy"), "resources.quotaCheckStrategy",
+                        ("BlockUndeclared", "IgnoreUndeclared"))
+        if strategy == "IgnoreUndeclared" and resources.get("excludeResourcePrefixes"):
+            errs.invalid("resources.excludeResourcePrefixes", resources["excludeResourcePrefixes"],
+                         "is not allowed when quotaCheckStrategy is IgnoreUndeclared")
     path = "resources.transformations"
     inputs: set[str] = set()
     for i, raw in enumerate(sequence(errs, resources.get("transformations"), path)):
@@ -240,7 +247,7 @@ def _resources(errs: Errors, value: object) -> None:
             if name in inputs:
                 errs.duplicate(child(p, "input"), name)
             inputs.add(name)
-    device_class_mappings(errs, resources.get("deviceClassMappings"))
+    device_class_mappings(errs, resources.get("deviceClassMappings"), gate)
 
 
 def _namespace_selector(errs: Errors, value: object, namespace: str) -> None:

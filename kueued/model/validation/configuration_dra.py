@@ -4,20 +4,31 @@
 Each mapping names a logical resource (a qualified name, unique) and the DRA device classes
 it stands for (one to eight, qualified names).  A device class belongs to one resource; two
 mappings may share it only when both count a partitionable device's counters and track
-different ones (the first source's counter names the mapping's counter).  The ``sources``
-themselves (drivers, CEL selectors, the gates they need) are not checked here.
+different ones (the first source's counter names the mapping's counter).
+
+Each source is exactly one of a ``counter`` (a DNS label naming a partitionable device's
+counter; gate KueueDRAIntegrationPartitionableDevices) or a ``capacity`` (a qualified name;
+gate KueueDRAIntegrationConsumableCapacity), never both kinds in one mapping, each with a
+driver (a DNS subdomain of at most 63 characters) and a CEL device selector.  The selector is
+required but not compiled: kueued has no CEL (Kueue also refuses one that does not compile).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .configuration_strict import strict
 from .fields import Errors, child, index, mapping, sequence, string
-from .names import qualified_name_errors
+from .names import dns_label_errors, dns_subdomain_errors, qualified_name_errors
 
 __all__ = ["device_class_mappings"]
 
+_DRIVER_MAX = 63  # resourcev1.DriverNameMaxLength
+_COUNTERS = "KueueDRAIntegrationPartitionableDevices"
+_CAPACITY = "KueueDRAIntegrationConsumableCapacity"
 
-def device_class_mappings(errs: Errors, value: object) -> None:
+
+def device_class_mappings(errs: Errors, value: object, gate: Callable[[str], bool] = lambda _: True) -> None:
     """``validateDeviceClassMappings``: names and device classes (the DRA ``sources`` are not checked)."""
     path = "resources.deviceClassMappings"
     mappings = sequence(errs, value, path)
@@ -63,6 +74,64 @@ def device_class_mappings(errs: Errors, value: object) -> None:
                                  f'device class already has a counter source for counter "{counter}"')
                 else:
                     counters[dc].add(counter)
+        _sources(errs, entry.get("sources"), child(p, "sources"), gate)
+
+
+def _sources(errs: Errors, value: object, path: str, gate: Callable[[str], bool]) -> None:
+    counters = 0
+    capacity = False
+    listed = sequence(errs, value, path)
+    for i, raw in enumerate(listed):
+        p = index(path, i)
+        source = mapping(errs, raw, p)
+        counter, cap = source.get("counter"), source.get("capacity")
+        if counter is None and cap is None:
+            errs.required(p, "exactly one source type must be set per entry")
+            continue
+        if counter is not None and cap is not None:
+            errs.invalid(p, "counter+capacity", "exactly one source type must be set per entry")
+            continue
+        if counter is not None:
+            counters += 1
+            if not gate(_COUNTERS):
+                errs.invalid(child(p, "counter"), True, f"counter sources require {_COUNTERS} to be enabled")
+                continue
+            cp = child(p, "counter")
+            body = mapping(errs, counter, cp)
+            name = body.get("name")
+            if not name:
+                errs.required(child(cp, "name"))
+            elif isinstance(name, str) and (msgs := dns_label_errors(name)):
+                errs.invalid(child(cp, "name"), name, ",".join(msgs))
+            _driver_and_selector(errs, body, cp)
+        else:
+            capacity = True
+            if not gate(_CAPACITY):
+                errs.invalid(child(p, "capacity"), True, f"capacity sources require {_CAPACITY} to be enabled")
+                continue
+            cp = child(p, "capacity")
+            body = mapping(errs, cap, cp)
+            name = string(errs, body.get("name"), child(cp, "name"))
+            if name is not None and (msgs := qualified_name_errors(name)):
+                errs.invalid(child(cp, "name"), name, "; ".join(msgs))
+            _driver_and_selector(errs, body, cp)
+    if counters and capacity:
+        errs.invalid(path, len(listed), "cannot mix counter and capacity sources in the same mapping")
+
+
+def _driver_and_selector(errs: Errors, source: dict, path: str) -> None:
+    driver = string(errs, source.get("driver"), child(path, "driver"))
+    if not driver:
+        errs.required(child(path, "driver"))
+    elif len(driver) > _DRIVER_MAX:
+        errs.invalid(child(path, "driver"), driver, f"must not exceed {_DRIVER_MAX} characters")
+    elif msgs := dns_subdomain_errors(driver):
+        errs.invalid(child(path, "driver"), driver, ",".join(msgs))
+    selector = source.get("deviceSelector")
+    cel = selector.get("cel") if isinstance(selector, dict) else None
+    expression = cel.get("expression") if isinstance(cel, dict) else None
+    if not isinstance(expression, str) or not expression:
+        errs.required(child(path, "deviceSelector.cel.expression"))
 
 
 def _qualified(errs: Errors, value: str, path: str) -> None:

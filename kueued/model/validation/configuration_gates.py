@@ -28,7 +28,7 @@ from kueued.model.koordinator import GATE_PARENT_QUOTA_PODS
 
 from .fields import Errors, boolean, key, mapping
 
-__all__ = ["KNOWN_GATES", "validate_feature_gates"]
+__all__ = ["KNOWN_GATES", "validate_feature_gates", "gates_of"]
 
 _A, _B, _GA = "alpha", "beta", "ga"
 KNOWN_GATES: Mapping[str, tuple[bool, str]] = {
@@ -172,6 +172,12 @@ def validate_feature_gates(errs: Errors, value: object) -> None:
             for dep in needs:
                 if not on(dep):
                     errs.invalid(path, gate, f"{gate} requires {dep} to be enabled")
+
+
+def gates_of(value: object) -> Callable[[str], bool]:
+    """Whether a gate is on under a Configuration's ``featureGates`` (its well-formed entries)."""
+    listed = value if isinstance(value, dict) else {}
+    return _effective({str(k): v for k, v in listed.items() if isinstance(v, bool)})
 
 
 def _effective(gates: Mapping[str, bool]) -> Callable[[str], bool]:

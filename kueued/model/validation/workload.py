@@ -268,6 +268,7 @@ def _admission(errs: Errors, value: object, path: str, counts: dict[str, int], n
         for resource, flavor in mapping(errs, psa.get("flavors"), child(p, "flavors")).items():
             reference(errs, flavor, key(child(p, "flavors"), str(resource)))
         count = integer(errs, psa.get("count"), child(p, "count"), minimum=0)
+        enum(errs, psa.get("delayedTopologyRequest"), child(p, "delayedTopologyRequest"), ("Pending", "Ready"))
         usage_path = child(p, "resourceUsage")
         for resource, amount in mapping(errs, psa.get("resourceUsage"), usage_path).items():
             q = quantity(errs, amount, key(usage_path, str(resource)))
