@@ -23,7 +23,8 @@ counts the workloads of its own ClusterQueue only (Kueue keeps them in that queu
 
 The Active condition.  True with reason ``Ready`` ("Can admit new workloads"); else
 False with Kueue's reason for the first cause and every cause in the message, Kueue's
-way ("Can't admit new workloads: is stopped, references missing ResourceFlavor(s): a,b."):
+way ("Can't admit new workloads: is stopped, references missing ResourceFlavor(s): a,b."; a
+terminating queue says only "Can't admit new workloads; clusterQueue is terminating"):
 ``Stopped``, ``FlavorNotFound``, ``AdmissionCheckNotFound`` (kueued runs no admission checks,
 so a queue that names any cannot admit: Kueue's state when the checks do not exist); a Cohort
 cycle and a tree deeper than kueued allows have no Kueue reason (Kueue has no cycle state on a
@@ -167,9 +168,9 @@ def flavor_usage(groups: list[api.ResourceGroup], usage: Mapping[FR, int], *,
 
 def active_condition(world: World, cq: ClusterQueueSnapshot, obj: api.ClusterQueue, edges: Edges) -> Condition:
     """The ClusterQueue's ``Active`` condition (module notes); ``edges``: the World's cohort tree."""
+    if obj.metadata.deletion_timestamp:  # a status of its own in Kueue's cache, whatever else holds
+        return Condition(ACTIVE, "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating")
     causes: list[tuple[str, str]] = []
-    if obj.metadata.deletion_timestamp:
-        causes.append(("Terminating", "is terminating"))
     if obj.spec.stop_policy not in ("", "None"):
         causes.append(("Stopped", "is stopped"))
     missing = list(dict.fromkeys(f.name for rg in obj.spec.resource_groups for f in rg.flavors

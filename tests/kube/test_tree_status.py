@@ -112,6 +112,9 @@ def test_a_queue_in_a_cohort_says_what_it_borrows() -> None:
     pytest.param([flavor("default"), cluster_queue("cq", quotas("default", cpu="4"), admissionChecksStrategy={
         "admissionChecks": [{"name": "prov"}]})], "AdmissionCheckNotFound",
                  "Can't admit new workloads: references missing AdmissionCheck(s): prov.", id="admission-checks"),
+    pytest.param([cluster_queue("cq", quotas("gpu", cpu="4"), stopPolicy="Hold") | {"metadata": {
+        "name": "cq", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}}],
+                 "Terminating", "Can't admit new workloads; clusterQueue is terminating", id="terminating"),
 ])
 def test_an_inactive_cluster_queue_says_why_with_kueue_s_reasons(objects: list[dict], reason: str,
                                                                     message: str) -> None:
