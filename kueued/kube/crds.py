@@ -7,8 +7,9 @@ their CRDs, and a cluster that installs these can run their tools.  What differs
 schema: one version (``v1beta2``; Koordinator's ``v1alpha1``), served and stored, whose
 OpenAPI schema is generated (:mod:`kueued.kube.schema`) from the Structs kueued decodes
 (:mod:`kueued.model.api`) and writes (:mod:`kueued.kube.shapes`).  It types what kueued
-knows and keeps the rest, so a manifest Kueue accepts is stored whole; Kueue's webhook
-rules stay in :mod:`kueued.model.validation`, which reports a refusal as a condition.
+knows and keeps the rest, so a manifest Kueue accepts is stored whole, and it carries
+Kueue's own field defaults (:data:`KUEUE_DEFAULTS`); Kueue's webhook rules stay in
+:mod:`kueued.model.validation`, which reports a refusal as a condition.
 
 Every CRD has the status subresource, so a status write (``workloads/status``) is its own
 permission and a user's ``kubectl apply`` cannot overwrite what kueued reported.  Kueue's
@@ -25,7 +26,7 @@ from kueued.kube import shapes
 from kueued.kube.schema import structural
 from kueued.model import api
 
-__all__ = ["CrdKind", "KINDS", "KUEUE_GROUP", "KOORDINATOR_GROUP", "crd", "crds"]
+__all__ = ["CrdKind", "KINDS", "KUEUE_DEFAULTS", "KUEUE_GROUP", "KOORDINATOR_GROUP", "crd", "crds"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KOORDINATOR_GROUP = "scheduling.sigs.k8s.io"
@@ -100,15 +101,51 @@ KINDS: tuple[CrdKind, ...] = (
 )
 
 
+KUEUE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ClusterQueue": {
+        "spec.queueingStrategy": "BestEffortFIFO",
+        "spec.stopPolicy": "None",
+        "spec.flavorFungibility": {},
+        "spec.flavorFungibility.whenCanBorrow": "MayStopSearch",
+        "spec.flavorFungibility.whenCanPreempt": "TryNextFlavor",
+        "spec.preemption": {},
+        "spec.preemption.reclaimWithinCohort": "Never",
+        "spec.preemption.withinClusterQueue": "Never",
+        "spec.preemption.borrowWithinCohort": {},
+        "spec.preemption.borrowWithinCohort.policy": "Never",
+    },
+    "LocalQueue": {"spec.stopPolicy": "None"},
+    "Workload": {"spec.active": True, "spec.podSets[].name": "main", "spec.podSets[].count": 1},
+}
+"""The defaults Kueue's CRDs declare (``+kubebuilder:default`` in ``apis/kueue/v1beta2``), by field
+path (``[]``: every item of a list).  The API server writes them into the objects it stores, so
+``kubectl get cq -o wide`` shows a queue's strategy and ``-o yaml`` its policies, as on a Kueue
+cluster.  They are the values kueued decodes a missing field as (``kueued.model.api``; a test
+checks the two agree), so a defaulted object schedules exactly as the object written."""
+
+
 def schema(kind: CrdKind) -> dict[str, Any]:
-    """The openAPIV3Schema of one kind: its Struct, its status Struct, apiVersion and kind."""
+    """The openAPIV3Schema of one kind: its Struct, its status Struct, apiVersion and kind, with
+    Kueue's defaults (:data:`KUEUE_DEFAULTS`)."""
     out = structural(kind.model)
     properties = out.setdefault("properties", {})
     properties.pop("status", None)  # the model's status is what scheduling reads; the CRD's is what kueued writes
     if kind.status is not None:
         properties["status"] = structural(kind.status, root=False)
     out["properties"] = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, **properties}
+    for path, value in KUEUE_DEFAULTS.get(kind.kind, {}).items():
+        _node(out, path)["default"] = value
     return out
+
+
+def _node(root: dict[str, Any], path: str) -> dict[str, Any]:
+    """The schema of the field at ``path`` (a KeyError names a path the Structs do not have)."""
+    node = root
+    for part in path.split("."):
+        node = node["properties"][part.removesuffix("[]")]
+        if part.endswith("[]"):
+            node = node["items"]
+    return node
 
 
 def crd(kind: CrdKind) -> dict[str, Any]:

@@ -18,9 +18,9 @@ is JSON Schema with rules of its own.  :func:`structural` walks the one into the
   rest of a PodSpec); a structural schema would prune them, and ``kubectl apply`` (strict
   field validation by default) would refuse them.  Keeping them means a user's object is
   stored whole and reads back as written; the fields kueued knows are still typed.
-- ``default`` is dropped: kueued applies Kueue's defaults when it decodes, and an API
-  server that wrote them into stored objects would take fields from their owner under
-  server-side apply.  ``title``/``description`` (docstrings) are dropped too.
+- ``default`` is dropped: msgspec gives every Struct field a default (``cohortName: ""``...),
+  most of which Kueue's CRDs do not declare; the ones they do are added by
+  :mod:`kueued.kube.crds`.  ``title``/``description`` (docstrings) are dropped too.
 
 Validation rules beyond types (enums, limits, Kueue's CEL and webhook checks) are not
 schema here on purpose: kueued reproduces them (:mod:`kueued.model.validation`) and

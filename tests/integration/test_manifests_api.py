@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from kueued.kube.crds import KINDS
+from kueued.kube.crds import KINDS, KUEUE_DEFAULTS
 from kueued.kube.manifests import render
 from kueued.manifests import read_manifests
 from kueued.world import Change, World
@@ -138,8 +138,40 @@ def test_the_example_organisation_is_created_and_reads_back_as_written(installed
     for manifest in ours:
         kind, namespace, name = _key(manifest)
         got = installed.kubectl_json("get", CRD_KINDS[kind].name, name, *(["-n", namespace] if namespace else []))
-        # Nothing pruned, nothing defaulted: the spec is the one applied.
-        assert got.get("spec") == manifest.get("spec"), (kind, name)
+        # Nothing pruned: the spec is the one applied, with Kueue's defaults filled in.
+        assert got.get("spec") == _defaulted(kind, manifest).get("spec"), (kind, name)
+
+
+def _defaulted(kind: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` as the API server stores it: each of Kueue's defaults set where its field is
+    missing under an object that exists (KUEUE_DEFAULTS lists a parent before its fields)."""
+    out = copy.deepcopy(manifest)
+    for path, value in KUEUE_DEFAULTS.get(kind, {}).items():
+        *parents, field = path.split(".")
+        holders = [out]
+        for part in parents:
+            step = part.removesuffix("[]")
+            holders = [h[step] for h in holders if isinstance(h.get(step), (dict, list))]
+            if part.endswith("[]"):
+                holders = [item for h in holders for item in h]
+        for holder in holders:
+            if isinstance(holder, dict):
+                holder.setdefault(field, copy.deepcopy(value))
+    return out
+
+
+def test_kueue_s_defaults_are_filled_in_as_on_a_kueue_cluster(installed):
+    """``kubectl get cq -o wide`` shows the strategy of a queue that does not set it, as Kueue's CRD does."""
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-defaults"},
+          "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+              {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]}}
+    _store(installed, [cq])
+    got = installed.kubectl_json("get", "clusterqueues.kueue.x-k8s.io", "it-defaults")["spec"]
+    assert (got["queueingStrategy"], got["stopPolicy"]) == ("BestEffortFIFO", "None")
+    assert got["preemption"] == {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
+                                 "borrowWithinCohort": {"policy": "Never"}}
+    assert got["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+    assert got == _defaulted("ClusterQueue", cq)["spec"]
 
 
 def test_fields_kueued_does_not_model_are_kept(installed):
@@ -163,8 +195,8 @@ def test_fields_kueued_does_not_model_are_kept(installed):
     _store(installed, [cq, wl])
     got_cq = installed.kubectl_json("get", "clusterqueues.kueue.x-k8s.io", "it-unmodelled")
     got_wl = installed.kubectl_json("get", "workloads.kueue.x-k8s.io", "it-unmodelled", "-n", ns)
-    assert got_cq["spec"] == cq["spec"]
-    assert got_wl["spec"] == wl["spec"]
+    assert got_cq["spec"] == _defaulted("ClusterQueue", cq)["spec"]
+    assert got_wl["spec"] == _defaulted("Workload", wl)["spec"]
 
 
 @pytest.mark.parametrize(("manifest", "path"), [

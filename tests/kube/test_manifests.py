@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kueued.kube import shapes
-from kueued.kube.crds import KINDS, crds
+from kueued.kube.crds import KINDS, KUEUE_DEFAULTS, crds
 from kueued.kube.manifests import documents, render
 from kueued.kube.rbac import RULES, rbac
 from kueued.kube.schema import QUANTITY_PATTERN, SchemaError, structural
@@ -92,7 +92,8 @@ def test_schema_is_structural(name):
     assert "x-kubernetes-preserve-unknown-fields" not in schema  # a top-level typo is refused
     for path, node in _nodes(schema):
         assert "$ref" not in node and "$defs" not in node, path
-        assert "default" not in node and "title" not in node, path
+        assert "title" not in node, path
+        assert "default" not in node or _dotted(path) in KUEUE_DEFAULTS[_by_name()[name]["spec"]["names"]["kind"]], path
         if node.get("x-kubernetes-int-or-string"):
             assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
             continue
@@ -103,6 +104,44 @@ def test_schema_is_structural(name):
         if node.get("type") == "object" and not ({"properties", "additionalProperties"} & node.keys()):
             # An object that names nothing would be pruned empty: it must keep what it holds.
             assert node.get("x-kubernetes-preserve-unknown-fields") or path == ".metadata", path
+
+
+def _dotted(path: str) -> str:
+    """A walked schema path (``.spec.podSets[].count``) as :data:`KUEUE_DEFAULTS` spells it."""
+    return path.lstrip(".")
+
+
+# What a missing field decodes as, reached through objects that exist (a list item, an optional object).
+_DECODED = {
+    "ClusterQueue": {"metadata": {"name": "x"}, "spec": {"preemption": {"borrowWithinCohort": {}}}},
+    "LocalQueue": {"metadata": {"name": "x", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}},
+    "Workload": {"metadata": {"name": "x", "namespace": "ns"}, "spec": {"podSets": [{}]}},
+}
+
+
+def _decoded(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in part.removesuffix("[]"))
+        obj = getattr(obj, snake)
+        if part.endswith("[]"):
+            obj = obj[0]
+    return msgspec.to_builtins(obj) if isinstance(obj, msgspec.Struct) else obj
+
+
+@pytest.mark.parametrize("kind", sorted(KUEUE_DEFAULTS))
+def test_crd_defaults_are_kueues_and_what_kueued_decodes_a_missing_field_as(kind: str) -> None:
+    """The API server writes these into stored objects; an object it defaulted must schedule as the
+    object written, so each default is the value kueued reads when the field is missing."""
+    crd = next(c for c in KINDS if c.kind == kind)
+    obj = msgspec.convert(_DECODED[kind], crd.model)
+    by_path = {_dotted(path): node["default"] for path, node in _nodes(_schema(_by_name()[crd.name]))
+               if "default" in node}
+    assert by_path == KUEUE_DEFAULTS[kind]
+    for path, value in KUEUE_DEFAULTS[kind].items():
+        if value == {}:  # an object defaulted so that its own fields' defaults apply
+            assert isinstance(_decoded(obj, path), dict), path
+        else:
+            assert _decoded(obj, path) == value, path
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -127,7 +166,7 @@ def test_quantities_are_int_or_string_with_kueues_pattern():
 def test_workload_types_what_kueued_reads_and_keeps_the_rest():
     wl = _schema(_by_name()["workloads.kueue.x-k8s.io"])
     pod_set = _at(wl, "spec", "podSets", "[]")
-    assert _at(pod_set, "count") == {"type": "integer"}
+    assert _at(pod_set, "count") == {"type": "integer", "default": 1}  # Kueue's default
     assert _at(pod_set, "minCount") == {"type": "integer", "nullable": True}
     assert pod_set["x-kubernetes-preserve-unknown-fields"] is True  # topologyRequest and the like
     pod_spec = _at(pod_set, "template", "spec")
