@@ -131,8 +131,13 @@ class Assignment:
     def message(self) -> str:
         """Kueue's ``Assignment.Message``: per pod set that did not fit as it is, "couldn't assign
         flavors to pod set NAME: " and its reasons, sorted and comma-separated (``Status.Message``)."""
-        return "; ".join(f"couldn't assign flavors to pod set {psa.name}: {', '.join(sorted(set(psa.reasons)))}"
-                         for psa in self.pod_sets if psa.reasons)
+        parts = []
+        for psa in self.pod_sets:
+            reasons = psa.reasons
+            if reasons:  # most often one reason (one flavor tried): no sorting to do
+                text = reasons[0] if len(reasons) == 1 else ", ".join(sorted(set(reasons)))
+                parts.append(f"couldn't assign flavors to pod set {psa.name}: {text}")
+        return "; ".join(parts)
 
 
 def assign_flavors(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
