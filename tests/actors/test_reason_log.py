@@ -11,8 +11,8 @@ from typing import Any
 from actors.harness import LiveEngine
 from actors.reasons import ReasonLog
 from kueued.kube.port import InMemoryPort
-from kueued.world import World
-from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+from tests.actors.test_drains import _world
+from tests.builders import workload
 
 
 class Events:
@@ -42,14 +42,6 @@ class Events:
     def pending(self, workload: Mapping[str, Any], message: str) -> bool:
         self.calls.append(("pending", self._key(workload), message))
         return True
-
-
-def _world() -> World:
-    world = World()
-    for m in [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="2")),
-              local_queue("lq", "ns", "cq")]:
-        world.apply(m)
-    return world
 
 
 def test_a_workload_that_cannot_fit_gets_one_pending_warning_per_new_reason() -> None:
