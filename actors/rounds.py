@@ -241,13 +241,9 @@ class Rounds:
         return touched, bool(wanted), evicted  # a refused eviction is retried, as a refused admission is
 
     def _requeue_at(self, reason: str) -> float | None:
-        """A victim's queue order time once evicted for ``reason``: with the PrioritySortingWithinCohort
-        gate off, one reclaimed while borrowing queues just after its preemptor, as the Preempted
-        condition the port writes makes Kueue read it (``queue_order_time``); else it keeps its own."""
-        if reason != RECLAIMED_WHILE_BORROWING or self.world.settings.feature_gates.get(
-                "PrioritySortingWithinCohort", True):
-            return None
-        return self.now() + AFTER_PREEMPTOR
+        """A victim's queue order time once evicted for ``reason`` (``queue_order_time``), or None to keep its own."""
+        sorting = self.world.settings.feature_gates.get("PrioritySortingWithinCohort", True)
+        return None if reason != RECLAIMED_WHILE_BORROWING or sorting else self.now() + AFTER_PREEMPTOR
 
     async def _settle_evictions(self) -> None:
         """Release the victims whose reservation the port has since cleared (an eviction's second

@@ -58,7 +58,7 @@ import anyio
 import structlog
 
 from kueued.kube.errors import ApiError, ApiNotFound
-from kueued.kube.pending_reasons import DEACTIVATED, kueue_condition
+from kueued.kube.pending_reasons import pending_condition, requeued, reset_evictions
 from kueued.kube.port import Committed, Condition, count_commit
 from kueued.model.clock import rfc3339
 from kueued.model.quantity import format_milli
@@ -165,7 +165,7 @@ class KubePort:
         conditions = [Condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue "
                                                                           f"{cluster_queue}"),
                       Condition("Admitted", "True", "Admitted", "The workload is admitted")]
-        conditions += _reset_evictions(manifest)
+        conditions += reset_evictions(manifest)
         body = self._status_body(manifest, conditions, conditional=True)
         body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
         if not await self._write(workload, body, what="admit", applied=partial(_admitted_to, cluster_queue)):
@@ -218,7 +218,7 @@ class KubePort:
                 continue
             conditions = [Condition("QuotaReserved", "False", "Pending", message),
                           Condition("Admitted", "False", "NoReservation", "The workload has no reservation"),
-                          _requeued(manifest, message)]
+                          requeued(manifest, message)]
             body = self._status_body(manifest, conditions, conditional=False)
             body["status"]["admission"] = None
             if await self._write(workload, body, what="release", applied=_released):
@@ -274,7 +274,7 @@ class KubePort:
         async def one(workload: str, message: str, manifest: dict[str, Any]) -> None:
             nonlocal written
             async with limiter:
-                body = self._status_body(manifest, [_pending_condition(message)], conditional=False)
+                body = self._status_body(manifest, [pending_condition(message)], conditional=False)
                 if await self._write(workload, body, what="pending"):
                     self._pending_written[workload] = (message, now)
                     self._pending_doubt.discard(workload)
@@ -371,25 +371,8 @@ def _admitted_to(cluster_queue: str, current: dict[str, Any]) -> bool:
     return admission.get("clusterQueue") == cluster_queue
 
 
-def _reset_evictions(manifest: dict[str, Any]) -> list[Condition]:
-    """Admitted again after an eviction: Kueue's ``resetActiveCondition`` turns off the Evicted and
-    Preempted conditions that are on (only those: an absent one stays absent), keeping their message
-    after ``Previously:``; left on, a restart would read the workload as evicted again."""
-    listed = _dict(manifest.get("status")).get("conditions")
-    return [Condition(c["type"], "False", "QuotaReserved", f"Previously: {c.get('message') or ''}"[:32768])
-            for c in (listed if isinstance(listed, list) else ())
-            if isinstance(c, dict) and c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True"]
 
 
-def _requeued(manifest: dict[str, Any], message: str) -> Condition:
-    """Kueue's ``SetRequeuedCondition`` as its job reconciler clears an evicted workload's admission:
-    the eviction's reason and message, True only for a preemption (the workload queues again at
-    once; a drained or deactivated one waits for whatever stopped it)."""
-    listed = _dict(manifest.get("status")).get("conditions")
-    reason = next((c.get("reason") for c in (listed if isinstance(listed, list) else ())
-                   if isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"), None)
-    reason = reason if isinstance(reason, str) and reason else "Preempted"
-    return Condition("Requeued", "True" if reason == "Preempted" else "False", reason, message)
 
 
 def _evicted_for(message: str, current: dict[str, Any]) -> bool:
@@ -403,17 +386,11 @@ def _released(current: dict[str, Any]) -> bool:
     return not _dict(current.get("status")).get("admission")
 
 
-def _pending_condition(message: str) -> Condition:
-    """The condition that says why a workload waits, as Kueue words it (:mod:`.pending_reasons`)."""
-    reason, text = kueue_condition(message)
-    if reason == DEACTIVATED:
-        return Condition("Evicted", "True", reason, text)
-    return Condition("QuotaReserved", "False", reason, text)
 
 
 def _pending_says(manifest: dict[str, Any], message: str) -> bool:
     listed = _dict(manifest.get("status")).get("conditions")
-    want = _pending_condition(message)
+    want = pending_condition(message)
     return isinstance(listed, list) and any(
         isinstance(c, dict) and c.get("type") == want.type and c.get("status") == want.status
         and c.get("reason") == want.reason and c.get("message") == want.message for c in listed)

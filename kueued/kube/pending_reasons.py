@@ -1,4 +1,5 @@
-"""How Kueue words a waiting Workload's ``QuotaReserved=False`` condition.
+"""How Kueue words a Workload's conditions: why it waits (``QuotaReserved=False``), and the
+Evicted, Preempted and Requeued conditions around an eviction.
 
 kueued explains a wait in its own sentences (``simulate`` prints them, the daemon logs them);
 the condition it writes on the Workload says it as Kueue does, so a script or dashboard made
@@ -26,8 +27,12 @@ makes each of them through its own code and checks it is recognised here.
 from __future__ import annotations
 
 import re
+from typing import Any
 
-__all__ = ["PENDING", "INADMISSIBLE", "ADMISSION_GATED", "DEACTIVATED", "kueue_condition"]
+from kueued.kube.port import Condition
+
+__all__ = ["PENDING", "INADMISSIBLE", "ADMISSION_GATED", "DEACTIVATED", "kueue_condition", "pending_condition",
+           "requeued", "reset_evictions"]
 
 PENDING = "Pending"
 INADMISSIBLE = "Inadmissible"
@@ -55,3 +60,37 @@ def kueue_condition(sentence: str) -> tuple[str, str]:
         if m is not None:
             return reason, message.format(*m.groups())
     return PENDING, sentence
+
+
+def reset_evictions(manifest: dict[str, Any]) -> list[Condition]:
+    """Admitted again after an eviction: Kueue's ``resetActiveCondition`` turns off the Evicted and
+    Preempted conditions that are on (only those: an absent one stays absent), keeping their message
+    after ``Previously:``; left on, a restart would read the workload as evicted again."""
+    listed = _status(manifest).get("conditions")
+    return [Condition(c["type"], "False", "QuotaReserved", f"Previously: {c.get('message') or ''}"[:32768])
+            for c in (listed if isinstance(listed, list) else ())
+            if isinstance(c, dict) and c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True"]
+
+
+def requeued(manifest: dict[str, Any], message: str) -> Condition:
+    """Kueue's ``SetRequeuedCondition`` as its job reconciler clears an evicted workload's admission:
+    the eviction's reason and message, True only for a preemption (the workload queues again at
+    once; a drained or deactivated one waits for whatever stopped it)."""
+    listed = _status(manifest).get("conditions")
+    reason = next((c.get("reason") for c in (listed if isinstance(listed, list) else ())
+                   if isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"), None)
+    reason = reason if isinstance(reason, str) and reason else "Preempted"
+    return Condition("Requeued", "True" if reason == "Preempted" else "False", reason, message)
+
+
+def pending_condition(message: str) -> Condition:
+    """The condition that says why a workload waits, as Kueue words it (:func:`kueue_condition`)."""
+    reason, text = kueue_condition(message)
+    if reason == DEACTIVATED:
+        return Condition("Evicted", "True", reason, text)
+    return Condition("QuotaReserved", "False", reason, text)
+
+
+def _status(manifest: dict[str, Any]) -> dict[str, Any]:
+    status = manifest.get("status")
+    return status if isinstance(status, dict) else {}
