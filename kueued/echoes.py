@@ -26,7 +26,7 @@ def same_to_the_scheduler(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether ``new`` differs from ``old`` only where the scheduler does not look: the status it
     writes itself (a Workload's condition messages, a queue's counts), resourceVersion,
     managedFields, finalizers, an ElasticQuota's request/runtime annotations (the echo of kueued's
-    writes)."""
+    writes).  A Node's allocatable is read although it is status: the kubelet changes it there."""
     if old.get("kind") != "Workload":
         return _without_own_writes(old) == _without_own_writes(new)
     if old.get("spec") != new.get("spec") or old.get("apiVersion") != new.get("apiVersion"):
@@ -64,6 +64,9 @@ def older(new: dict[str, Any], old: dict[str, Any]) -> bool:
 
 def _without_own_writes(manifest: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in manifest.items() if k != "status"}
+    if manifest.get("kind") == "Node":  # kueued writes no Node status, and reads its allocatable
+        status = manifest.get("status")
+        out["allocatable"] = status.get("allocatable") if isinstance(status, dict) else None
     meta = manifest.get("metadata")
     if isinstance(meta, dict):
         # finalizers: kueued's own (kueued.kube.finalizers) and others'; read from ``raw`` when deleted

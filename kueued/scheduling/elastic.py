@@ -164,11 +164,13 @@ def prepare(quotas: list[dict], workloads: list[dict], nodes: list[dict]) -> Ela
 
 
 def node_total_of(nodes: Iterable[Mapping[str, Any]]) -> Resources | None:
-    """The Nodes' allocatable summed; None without Nodes (the cluster is then the top-level groups' max)."""
+    """The Nodes' allocatable summed; None without Nodes (the cluster is then the top-level groups' max).
+    A Node being deleted counts for nothing (Koordinator's ``OnNodeAdd`` skips it)."""
     nodes = list(nodes)
     if not nodes:
         return None
-    return sum_resources(k.resource_list((n.get("status") or {}).get("allocatable")) for n in nodes)
+    return sum_resources(k.resource_list((n.get("status") or {}).get("allocatable")) for n in nodes
+                         if not (n.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _workload_of(obj: Mapping[str, Any], groups: Mapping[str, ElasticGroup],

@@ -1,7 +1,7 @@
 """kueued's own conformance-style scenarios (``tests/scenarios/**.yaml``).
 
 ``policies/`` holds the KEP-1093 admission-policy scenarios; ``peers/`` pins rules of Kueue's
-and Koordinator's own code that the shared scenarios do not show; ``ported/`` holds 814 more
+and Koordinator's own code that the shared scenarios do not show; ``ported/`` holds 836 more
 cases ported from Kueue's and Koordinator's test suites (scheduler, preemption, fair sharing,
 hierarchy, queues, controllers, flavor assignment, elastic quota, validation), each naming its upstream case in
 ``source:`` and, where a unit test's setup had to be approximated, saying how in ``notes:``.
