@@ -28,7 +28,7 @@ from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
 from kueued.model.validation.workload_gates import GATE_PRIORITY_BOOST, PRIORITY_BOOST, boost_of, enabled
 from kueued.scheduling.limitrange import Summary, summarize
-from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, spec_of
+from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, counted_requests, spec_of
 
 __all__ = ["World", "Change", "Settings"]
 
@@ -331,9 +331,13 @@ class World:
         s.feature_gates = dict(cfg.feature_gates)
         strategy = cfg.wait_for_pods_ready.requeuing_strategy if cfg.wait_for_pods_ready is not None else None
         s.requeue_by_eviction = strategy is None or strategy.timestamp != "Creation"
+        if cfg.resources is not None:
+            s.excluded_prefixes = tuple(cfg.resources.exclude_resource_prefixes)
+            s.transformations = tuple(cfg.resources.transformations)
         if cfg.elastic_quota is not None and cfg.elastic_quota.delay_evict_time:
             s.delay_evict_time = parse_duration(cfg.elastic_quota.delay_evict_time)
         self.settings = s
+        self._respec(lambda spec: True)  # gates and resource rules change how pending Workloads read
 
     def _limits_changed(self, namespace: str) -> Change:
         """A namespace's LimitRanges changed: its pending Workloads are read again with them (Kueue
@@ -354,7 +358,13 @@ class World:
         return spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace),
                        requeue_by_eviction=self.settings.requeue_by_eviction,
                        priority_sorting=self.settings.feature_gates.get("PrioritySortingWithinCohort", True),
-                       reclaimable_pods=self.settings.feature_gates.get("ReclaimablePods", True))
+                       reclaimable_pods=self.settings.feature_gates.get("ReclaimablePods", True),
+                       counted=self._counted)
+
+    def _counted(self, per_pod: dict[str, int]) -> dict[str, int]:
+        """One pod's requests as quota counts them under the Configuration's resource rules."""
+        s = self.settings
+        return counted_requests(per_pod, s.excluded_prefixes, s.transformations)
 
     def limits_in(self, namespace: str) -> Summary | None:
         """The summary of a namespace's LimitRanges (:mod:`kueued.scheduling.limitrange`), or None."""

@@ -357,8 +357,23 @@ class WaitForPodsReady(_Base):
     requeuing_strategy: RequeuingStrategy | None = None
 
 
+class ResourceTransformation(_Base):
+    """Kueue's ``resources.transformations[]``: each unit of ``input`` counts as ``outputs``."""
+
+    input: str = ""
+    strategy: str = "Retain"  # Retain: the input counts too; Replace: only the outputs do
+    outputs: dict[str, Quantity] = {}
+    multiply_by: str = ""  # the input's amount is first multiplied by this resource's (newer Kueue)
+
+
+class ResourcesConfig(_Base):
+    exclude_resource_prefixes: list[str] = []
+    transformations: list[ResourceTransformation] = []
+
+
 class Configuration(_Base):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    resources: ResourcesConfig | None = None
     wait_for_pods_ready: WaitForPodsReady | None = None
     fair_sharing: FairSharingConfig | None = None
     admission_fair_sharing: AdmissionFairSharingConfig | None = None

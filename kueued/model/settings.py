@@ -31,3 +31,6 @@ class Settings(msgspec.Struct, kw_only=True):
     # waitForPodsReady.requeuingStrategy.timestamp: a workload evicted for PodsReadyTimeout or by an
     # admission check queues by its eviction time ("Eviction", Kueue's default), or by its creation
     requeue_by_eviction: bool = True
+    # resources.excludeResourcePrefixes and resources.transformations: what a pod's requests count as
+    excluded_prefixes: tuple[str, ...] = ()
+    transformations: tuple[api.ResourceTransformation, ...] = ()

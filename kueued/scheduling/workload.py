@@ -19,7 +19,7 @@ set's requests and skips them only where the ClusterQueue does not cover the res
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 import msgspec
@@ -152,13 +152,43 @@ class WorkloadSpec(msgspec.Struct, frozen=True, gc=False):
         return out
 
 
+def counted_requests(per_pod: dict[str, int], excluded: tuple[str, ...],
+                     transformations: tuple[api.ResourceTransformation, ...]) -> dict[str, int]:
+    """One pod's requests (milli-units) as Kueue's quota counts them under the Configuration's
+    ``resources`` (``dropExcludedResources``, then ``applyResourceTransformations``): a resource
+    named by an excluded prefix counts for nothing; each whole unit of a transformation's input
+    counts as its outputs, and the input itself too unless the strategy is Replace."""
+    if excluded:
+        per_pod = {r: v for r, v in per_pod.items() if not r.startswith(excluded)}
+    by_input = {t.input: t for t in transformations if t.input in per_pod}
+    if not by_input:
+        return per_pod
+    out: dict[str, int] = {}
+    for name, milli in per_pod.items():
+        t = by_input.get(name)
+        if t is None:
+            out[name] = out.get(name, 0) + milli
+            continue
+        if t.multiply_by and t.multiply_by in per_pod:
+            milli *= -(-per_pod[t.multiply_by] // 1000)  # Quantity.Mul(other.Value())
+        units = -(-milli // 1000)  # Quantity.Value(): whole units, rounded up
+        for output, factor in t.outputs.items():
+            out[output] = out.get(output, 0) + parse(factor) * units
+        if t.strategy != "Replace":
+            out[name] = out.get(name, 0) + milli
+    return out
+
+
 def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = None,
             requeue_by_eviction: bool = True, priority_sorting: bool = True,
-            reclaimable_pods: bool = True) -> WorkloadSpec:
+            reclaimable_pods: bool = True,
+            counted: Callable[[dict[str, int]], dict[str, int]] | None = None) -> WorkloadSpec:
     """``limit_ranges``: the summary of the namespace's LimitRanges (:mod:`.limitrange`): their
     defaults fill in the pod templates, and a pod they would refuse is not admitted.
     ``requeue_by_eviction``, ``priority_sorting``: Kueue's queue order timestamp (:func:`queue_order_time`).
-    ``reclaimable_pods``: the ReclaimablePods gate (KEP-78); off, ``status.reclaimablePods`` frees nothing."""
+    ``reclaimable_pods``: the ReclaimablePods gate (KEP-78); off, ``status.reclaimablePods`` frees nothing.
+    ``counted``: one pod's requests as quota counts them (:func:`counted_requests` with the
+    Configuration's rules); LimitRanges judge the pod as written."""
     meta = obj.metadata
     key = f"{meta.namespace}/{meta.name}"
     templates = [ps.template.spec for ps in obj.spec.pod_sets]
@@ -170,9 +200,10 @@ def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = 
     for i, (ps, template) in enumerate(zip(obj.spec.pod_sets, templates, strict=True)):
         count = max(0, ps.count - reclaimable.get(ps.name, 0))  # pods done for good need no quota (KEP-78)
         per_pod = pod_requests(template)
+        quota = counted(per_pod) if counted is not None else per_pod
         pod_sets.append(PodSetRequest(
-            ps.name, count, {r: v * count for r, v in sorted(per_pod.items()) if v * count}, template,
-            tuple(r for r, v in sorted(per_pod.items()) if not v * count)))
+            ps.name, count, {r: v * count for r, v in sorted(quota.items()) if v * count}, template,
+            tuple(r for r, v in sorted(quota.items()) if not v * count)))
         if limit_ranges is not None:
             refused += violations(template, limit_ranges, f"podSets[{i}].template.spec", per_pod)
     adm = obj.status.admission

@@ -46,6 +46,7 @@ from .names import (
     dns_subdomain_errors,
     label_selector,
     label_value_errors,
+    quantity,
     selector_matches,
 )
 
@@ -242,6 +243,8 @@ def _resources(errs: Errors, value: object, gate: Callable[[str], bool]) -> None
         p = index(path, i)
         transform = mapping(errs, raw, p)
         enum(errs, transform.get("strategy"), child(p, "strategy"), ("Retain", "Replace"))
+        for output, amount in mapping(errs, transform.get("outputs"), child(p, "outputs")).items():
+            quantity(errs, amount, key(child(p, "outputs"), str(output)))
         name = string(errs, transform.get("input"), child(p, "input"))
         if name is not None:
             if name in inputs:
