@@ -285,7 +285,12 @@ class JobController:
     # -- the writes ------------------------------------------------------------------------------
 
     async def _create_workload(self, job: dict[str, Any]) -> None:
-        body = jw.build_workload(job, priority=await priority_of(self.client, job))
+        try:
+            priority = await priority_of(self.client, job)
+        except ApiNotFound as exc:  # a priority class it names does not exist: Kueue's warning, retried
+            self._event(job, "ErrWorkloadCompose", exc.message, type="Warning")
+            raise
+        body = jw.build_workload(job, priority=priority)
         meta = body["metadata"]
         try:
             created = await self.client.create(WORKLOAD, body)

@@ -350,14 +350,22 @@ async def test_the_workload_takes_the_job_s_priority(job: dict, objects: list[di
 
 async def test_a_missing_priority_class_holds_the_workload_back_until_it_exists() -> None:
     api = setup_api(make_job(workload_priority_class="later"))
+    recorded: list[tuple[str, str]] = []
+
+    class Sink:
+        def record(self, obj_ref: Any, type: str, reason: str, message: str) -> bool:
+            recorded.append((type, reason))
+            return True
+
     with capture_logs() as logs:
-        async with controller(api) as c:
+        async with controller(api, events=Sink()) as c:
             await api.until(lambda: c.stats().retrying or None)
             assert workload_of(api) is None
             api.put({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
                      "metadata": {"name": "later"}, "value": 3})
             assert (await api.until(lambda: workload_of(api)))["spec"]["priority"] == 3
     assert any(e["event"] == "job_api_refused" and e["error"] == "ApiNotFound" for e in logs)
+    assert ("Warning", "ErrWorkloadCompose") in recorded  # what kubectl describe job shows meanwhile
 
 
 async def test_eviction_suspends_the_job_then_clears_its_start_time_then_restores_the_template() -> None:
