@@ -58,7 +58,7 @@ import anyio
 import structlog
 
 from kueued.kube.errors import ApiError, ApiNotFound
-from kueued.kube.pending_reasons import pending_condition, requeued, reset_evictions
+from kueued.kube.pending_reasons import pending_condition, requeued, reset_evictions, restarted
 from kueued.kube.port import Committed, Condition, count_commit
 from kueued.model.clock import rfc3339
 from kueued.model.quantity import format_milli
@@ -165,7 +165,7 @@ class KubePort:
         conditions = [Condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue "
                                                                           f"{cluster_queue}"),
                       Condition("Admitted", "True", "Admitted", "The workload is admitted")]
-        conditions += reset_evictions(manifest)
+        conditions += reset_evictions(manifest) + restarted(manifest)
         body = self._status_body(manifest, conditions, conditional=True)
         body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
         if not await self._write(workload, body, what="admit", applied=partial(_admitted_to, cluster_queue)):
@@ -274,7 +274,8 @@ class KubePort:
         async def one(workload: str, message: str, manifest: dict[str, Any]) -> None:
             nonlocal written
             async with limiter:
-                body = self._status_body(manifest, [pending_condition(message)], conditional=False)
+                condition = pending_condition(message)
+                body = self._status_body(manifest, [condition, *restarted(manifest, condition)], conditional=False)
                 if await self._write(workload, body, what="pending"):
                     self._pending_written[workload] = (message, now)
                     self._pending_doubt.discard(workload)

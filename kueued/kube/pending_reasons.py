@@ -32,7 +32,7 @@ from typing import Any
 from kueued.kube.port import Condition
 
 __all__ = ["PENDING", "INADMISSIBLE", "ADMISSION_GATED", "DEACTIVATED", "kueue_condition", "pending_condition",
-           "requeued", "reset_evictions"]
+           "requeued", "reset_evictions", "restarted"]
 
 PENDING = "Pending"
 INADMISSIBLE = "Inadmissible"
@@ -81,6 +81,24 @@ def requeued(manifest: dict[str, Any], message: str) -> Condition:
                    if isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"), None)
     reason = reason if isinstance(reason, str) and reason else "Preempted"
     return Condition("Requeued", "True" if reason == "Preempted" else "False", reason, message)
+
+
+_RESTARTED = {"ClusterQueueStopped": ("ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped"),
+              "LocalQueueStopped": ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped")}
+
+
+def restarted(manifest: dict[str, Any], waits: Condition | None = None) -> list[Condition]:
+    """A drained workload whose queue runs again (it is admitted, or ``waits`` for something other
+    than a queue or its own deactivation): Kueue's workload controller turns its ``Requeued``
+    condition on, naming the restart."""
+    if waits is not None and waits.reason in (INADMISSIBLE, DEACTIVATED):
+        return []
+    listed = _status(manifest).get("conditions")
+    for c in listed if isinstance(listed, list) else ():
+        if isinstance(c, dict) and c.get("type") == "Requeued" and c.get("status") == "False" \
+                and c.get("reason") in _RESTARTED:
+            return [Condition("Requeued", "True", *_RESTARTED[c["reason"]])]
+    return []
 
 
 def pending_condition(message: str) -> Condition:

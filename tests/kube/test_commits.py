@@ -219,3 +219,19 @@ async def test_a_late_second_phase_never_clears_a_newer_admission() -> None:
     assert await port.finish_evictions() == []
     assert len(client.writes) == writes  # nothing written over the new admission
     assert port.released("ns/w")
+
+
+async def test_a_drained_workload_whose_queue_runs_again_is_marked_requeued_by_the_restart() -> None:
+    """Kueue's workload controller: ``Requeued`` turns True, ClusterQueueRestarted, once the stopped
+    ClusterQueue that drained it runs again; a wait on a queue still stopped leaves it off."""
+    drained = [{"type": "Requeued", "status": "False", "reason": "ClusterQueueStopped",
+                "message": "The ClusterQueue is stopped", "lastTransitionTime": "t0"}]
+    port, client = _port(_workload(conditions=drained), [0.0])
+    port.pending("ns/w", "ClusterQueue cq is inactive: stopPolicy Hold")
+    await port.flush_pending()
+    assert {c["type"]: c["status"] for c in client.writes[-1][2]["status"]["conditions"]}["Requeued"] == "False"
+    port, client = _port(_workload(conditions=drained), [0.0])
+    port.pending("ns/w", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor x")
+    await port.flush_pending()
+    requeued = next(c for c in client.writes[-1][2]["status"]["conditions"] if c["type"] == "Requeued")
+    assert (requeued["status"], requeued["reason"]) == ("True", "ClusterQueueRestarted")
