@@ -46,6 +46,7 @@ from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim,
 from actors.reclaim import ask_all, query_for
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import CycleResult, run_cycle
+from kueued.scheduling.fairsharing import gates
 from kueued.scheduling.flavors import Assignment
 from kueued.scheduling.queues import RequeueReason, parks
 from kueued.scheduling.snapshot import Snapshot
@@ -242,7 +243,7 @@ class Rounds:
 
     def _requeue_at(self, reason: str) -> float | None:
         """A victim's queue order time once evicted for ``reason`` (``queue_order_time``), or None to keep its own."""
-        sorting = self.world.settings.feature_gates.get("PrioritySortingWithinCohort", True)
+        sorting = gates.enabled(self.world.settings, "PrioritySortingWithinCohort")
         return None if reason != RECLAIMED_WHILE_BORROWING or sorting else self.now() + AFTER_PREEMPTOR
 
     async def _settle_evictions(self) -> None:

@@ -27,8 +27,9 @@ from kueued.model.settings import Settings
 from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
 from kueued.model.validation.workload_gates import GATE_PRIORITY_BOOST, PRIORITY_BOOST, boost_of, enabled
+from kueued.scheduling.fairsharing import gates
 from kueued.scheduling.limitrange import Summary, summarize
-from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, counted_requests, spec_of
+from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, spec_of
 
 __all__ = ["World", "Change", "Settings"]
 
@@ -355,16 +356,12 @@ class World:
 
     def _spec(self, obj: api.Workload) -> WorkloadSpec:
         """A Workload version as the scheduler reads it, with what the World knows around it."""
-        return spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace),
-                       requeue_by_eviction=self.settings.requeue_by_eviction,
-                       priority_sorting=self.settings.feature_gates.get("PrioritySortingWithinCohort", True),
-                       reclaimable_pods=self.settings.feature_gates.get("ReclaimablePods", True),
-                       counted=self._counted)
-
-    def _counted(self, per_pod: dict[str, int]) -> dict[str, int]:
-        """One pod's requests as quota counts them under the Configuration's resource rules."""
         s = self.settings
-        return counted_requests(per_pod, s.excluded_prefixes, s.transformations)
+        return spec_of(obj, priority=self.priority_of(obj), limit_ranges=self.limits_in(obj.metadata.namespace),
+                       requeue_by_eviction=s.requeue_by_eviction,
+                       priority_sorting=gates.enabled(s, "PrioritySortingWithinCohort"),
+                       reclaimable_pods=gates.enabled(s, "ReclaimablePods"),
+                       excluded=s.excluded_prefixes, transformations=s.transformations)
 
     def limits_in(self, namespace: str) -> Summary | None:
         """The summary of a namespace's LimitRanges (:mod:`kueued.scheduling.limitrange`), or None."""

@@ -372,10 +372,6 @@ def _admitted_to(cluster_queue: str, current: dict[str, Any]) -> bool:
     return admission.get("clusterQueue") == cluster_queue
 
 
-
-
-
-
 def _evicted_for(message: str, current: dict[str, Any]) -> bool:
     listed = _dict(current.get("status")).get("conditions")
     return isinstance(listed, list) and any(
@@ -385,8 +381,6 @@ def _evicted_for(message: str, current: dict[str, Any]) -> bool:
 
 def _released(current: dict[str, Any]) -> bool:
     return not _dict(current.get("status")).get("admission")
-
-
 
 
 def _pending_says(manifest: dict[str, Any], message: str) -> bool:

@@ -66,19 +66,16 @@ def reset_evictions(manifest: dict[str, Any]) -> list[Condition]:
     """Admitted again after an eviction: Kueue's ``resetActiveCondition`` turns off the Evicted and
     Preempted conditions that are on (only those: an absent one stays absent), keeping their message
     after ``Previously:``; left on, a restart would read the workload as evicted again."""
-    listed = _status(manifest).get("conditions")
     return [Condition(c["type"], "False", "QuotaReserved", f"Previously: {c.get('message') or ''}"[:32768])
-            for c in (listed if isinstance(listed, list) else ())
-            if isinstance(c, dict) and c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True"]
+            for c in _conditions(manifest) if c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True"]
 
 
 def requeued(manifest: dict[str, Any], message: str) -> Condition:
     """Kueue's ``SetRequeuedCondition`` as its job reconciler clears an evicted workload's admission:
     the eviction's reason and message, True only for a preemption (the workload queues again at
     once; a drained or deactivated one waits for whatever stopped it)."""
-    listed = _status(manifest).get("conditions")
-    reason = next((c.get("reason") for c in (listed if isinstance(listed, list) else ())
-                   if isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"), None)
+    reason = next((c.get("reason") for c in _conditions(manifest)
+                   if c.get("type") == "Evicted" and c.get("status") == "True"), None)
     reason = reason if isinstance(reason, str) and reason else "Preempted"
     return Condition("Requeued", "True" if reason == "Preempted" else "False", reason, message)
 
@@ -93,10 +90,8 @@ def restarted(manifest: dict[str, Any], waits: Condition | None = None) -> list[
     condition on, naming the restart."""
     if waits is not None and waits.reason in (INADMISSIBLE, DEACTIVATED):
         return []
-    listed = _status(manifest).get("conditions")
-    for c in listed if isinstance(listed, list) else ():
-        if isinstance(c, dict) and c.get("type") == "Requeued" and c.get("status") == "False" \
-                and c.get("reason") in _RESTARTED:
+    for c in _conditions(manifest):
+        if c.get("type") == "Requeued" and c.get("status") == "False" and c.get("reason") in _RESTARTED:
             return [Condition("Requeued", "True", *_RESTARTED[c["reason"]])]
     return []
 
@@ -109,6 +104,7 @@ def pending_condition(message: str) -> Condition:
     return Condition("QuotaReserved", "False", reason, text)
 
 
-def _status(manifest: dict[str, Any]) -> dict[str, Any]:
+def _conditions(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     status = manifest.get("status")
-    return status if isinstance(status, dict) else {}
+    listed = status.get("conditions") if isinstance(status, dict) else None
+    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []

@@ -19,7 +19,7 @@ set's requests and skips them only where the ClusterQueue does not cover the res
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 
 import msgspec
@@ -181,14 +181,14 @@ def counted_requests(per_pod: dict[str, int], excluded: tuple[str, ...],
 
 def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = None,
             requeue_by_eviction: bool = True, priority_sorting: bool = True,
-            reclaimable_pods: bool = True,
-            counted: Callable[[dict[str, int]], dict[str, int]] | None = None) -> WorkloadSpec:
+            reclaimable_pods: bool = True, excluded: tuple[str, ...] = (),
+            transformations: tuple[api.ResourceTransformation, ...] = ()) -> WorkloadSpec:
     """``limit_ranges``: the summary of the namespace's LimitRanges (:mod:`.limitrange`): their
     defaults fill in the pod templates, and a pod they would refuse is not admitted.
     ``requeue_by_eviction``, ``priority_sorting``: Kueue's queue order timestamp (:func:`queue_order_time`).
     ``reclaimable_pods``: the ReclaimablePods gate (KEP-78); off, ``status.reclaimablePods`` frees nothing.
-    ``counted``: one pod's requests as quota counts them (:func:`counted_requests` with the
-    Configuration's rules); LimitRanges judge the pod as written."""
+    ``excluded``, ``transformations``: the Configuration's resource rules, by which quota counts
+    one pod's requests (:func:`counted_requests`); LimitRanges judge the pod as written."""
     meta = obj.metadata
     key = f"{meta.namespace}/{meta.name}"
     templates = [ps.template.spec for ps in obj.spec.pod_sets]
@@ -200,7 +200,7 @@ def spec_of(obj: api.Workload, *, priority: int, limit_ranges: Summary | None = 
     for i, (ps, template) in enumerate(zip(obj.spec.pod_sets, templates, strict=True)):
         count = max(0, ps.count - reclaimable.get(ps.name, 0))  # pods done for good need no quota (KEP-78)
         per_pod = pod_requests(template)
-        quota = counted(per_pod) if counted is not None else per_pod
+        quota = counted_requests(per_pod, excluded, transformations)
         pod_sets.append(PodSetRequest(
             ps.name, count, {r: v * count for r, v in sorted(quota.items()) if v * count}, template,
             tuple(r for r, v in sorted(quota.items()) if not v * count)))

@@ -42,7 +42,6 @@ def enabled(gates: Mapping[str, bool], gate: str) -> bool:
     return bool(gates[gate]) if gate in gates else _GATE_DEFAULTS[gate]
 
 
-
 def gated_annotations(errs: Errors, obj: Mapping[str, Any], old: Mapping[str, Any] | None,
                       gates: Mapping[str, bool]) -> None:
     """Kueue's webhook rules for the annotations behind gates: ``admission-gated-by``

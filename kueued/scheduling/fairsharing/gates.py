@@ -1,4 +1,5 @@
-"""Feature gates fair sharing reads, with Kueue's defaults, and the cycle's settings.
+"""Feature gates the scheduler reads (fair sharing, the cycle, the World), with Kueue's
+defaults, and the cycle's settings.
 
 ``Settings.feature_gates`` holds only what a Configuration spelled out; everything
 else takes Kueue's default (``pkg/features/kube_features.go``).
@@ -24,6 +25,7 @@ DEFAULTS: dict[str, bool] = {
     "PartialAdmission": True,                           # beta (read by the cycle, kueued.scheduling.partial)
     "PrioritizePreemptorWorkloads": True,               # alpha in Kueue; on here (no flopping)
     "PrioritySortingWithinCohort": True,
+    "ReclaimablePods": True,                            # beta (read by the World, kueued.scheduling.workload)
 }
 
 
