@@ -34,7 +34,9 @@ from anyio.abc import TaskGroup
 from actors.balances import Balances
 from actors.cluster_queue import ClusterQueueActor
 from actors.cohort import CohortActor
+from actors.deadlines import Deadlines
 from actors.drains import Drains, held_back
+from actors.events import Recording
 from actors.messages import (
     Adopt,
     Configure,
@@ -65,7 +67,7 @@ __all__ = ["Coordinator", "FOLD_LIMIT"]
 log = structlog.get_logger("kueued.coordinator")
 
 
-class Coordinator(Rounds, Versions, Drains, Balances):
+class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
                  iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
@@ -104,6 +106,8 @@ class Coordinator(Rounds, Versions, Drains, Balances):
         self._taken: set[str] = set()  # workloads whose current version a queue has taken (status read once)
         self.evicted: dict[str, int] = {}  # workload -> evictions completed (for reports; its queue keeps its own)
         self._left: dict[str, Left] = {}  # pending workloads taken out of their queue, until placed again
+        self._deadlines: dict[str, tuple[float, float]] = {}  # admitted -> (out of time at, admitted at)
+        self._past: dict[str, int] = {}  # workload -> seconds its earlier admissions ran (actors.deadlines)
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -201,6 +205,7 @@ class Coordinator(Rounds, Versions, Drains, Balances):
         if placement is not None:
             adopted = key not in self.world.placed
             self.world.placed[key] = placement
+            self._watch_deadline(key, placement)
             await actor.ask(Adopt(spec, placement, history))
             self._changed(actor.name)
             evicted = next((c for c in spec.obj.status.conditions if c.type == "Evicted" and c.status == "True"), None)
@@ -299,6 +304,8 @@ class Coordinator(Rounds, Versions, Drains, Balances):
         self._taken.discard(key)
         self.evicted.pop(key, None)
         self._left.pop(key, None)
+        self._deadlines.pop(key, None)
+        self._past.pop(key, None)
         self.world.raw.pop(f"Workload/{key}", None)
         self.reasons.pop(key, None)
         if spec is None:

@@ -44,6 +44,7 @@ second while changes keep arriving.
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -154,7 +155,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     if await _apply_config(config, coord, tg):
                         changed, elastic_changed = changed + 1, True
                 _log_problems(source)
-                if changed or unsettled or not ready or _recycling_due(elastic, clock):
+                if changed or unsettled or not ready or _due(coord, elastic, clock) <= clock():
                     if elastic_changed:
                         await elastic.sync_world(world)
                     until = partial(_pause, clock, clock() + interval, stop, notifier)
@@ -168,7 +169,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                     wrote_at = clock()
                 _pass_done(world, source, health, notifier, metrics, first=not ready)
                 ready = True
-                wait = 0 if unsettled else _idle_wait(interval, elastic.deadline(), clock, notifier)
+                wait = 0 if unsettled else _idle_wait(interval, _due(coord, elastic, clock), clock, notifier)
                 batch = []
                 with stop.interruptible():
                     batch = await source.changes(wait)
@@ -180,15 +181,20 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
 
 
-def _recycling_due(elastic: ElasticCoordinator, clock: Callable[[], float]) -> bool:
-    due = elastic.deadline()
-    return due is not None and due <= clock()
+def _due(coord: Coordinator, elastic: ElasticCoordinator, clock: Callable[[], float]) -> float:
+    """When the rounds must run although nothing changes, on ``clock``: forced recycling (the elastic
+    coordinator runs on ``clock``) or a maximum execution time (the coordinator's own clock); inf if never."""
+    recycling = elastic.deadline()
+    expiry = coord.next_deadline()
+    now = clock()
+    return min(math.inf if recycling is None else recycling,
+               math.inf if expiry is None else now + (expiry - coord.now()))
 
 
-def _idle_wait(interval: float, due: float | None, clock: Callable[[], float], notifier: Notifier) -> float:
-    """How long a settled pass waits for changes: an interval, less when forced recycling is due
-    sooner or systemd's watchdog must hear from us before."""
-    pause = interval if due is None else min(interval, max(0.0, due - clock()))
+def _idle_wait(interval: float, due: float, clock: Callable[[], float], notifier: Notifier) -> float:
+    """How long a settled pass waits for changes: an interval, less when forced recycling or a
+    maximum execution time is due sooner or systemd's watchdog must hear from us before."""
+    pause = min(interval, max(0.0, due - clock()))
     return min(pause, notifier.ping_every or pause)
 
 

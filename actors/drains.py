@@ -2,7 +2,9 @@
 
 Kueue's workload controller evicts an admitted workload, whatever the quota says, when
 
-* the Workload is deactivated (``spec.active: false``): Evicted, reason ``Deactivated``;
+* the Workload is deactivated (``spec.active: false``): Evicted, reason ``Deactivated``, or
+  ``DeactivatedDueTo<reason>`` when its ``DeactivationTarget`` condition says why (a maximum
+  execution time run out, ``actors.deadlines``);
 * its LocalQueue's ``stopPolicy`` is ``HoldAndDrain``: reason ``LocalQueueStopped``;
 * its ClusterQueue's ``stopPolicy`` is ``HoldAndDrain``: reason ``ClusterQueueStopped``;
 
@@ -35,7 +37,7 @@ from kueued.scheduling.workload import Placement, WorkloadSpec
 if TYPE_CHECKING:
     from actors.cluster_queue import ClusterQueueActor
     from actors.versions import Left
-    from kueued.kube.port import ApiPort, Recorder
+    from kueued.kube.port import ApiPort
     from kueued.world import World
 
 __all__ = ["Drains", "held_back", "drain_reason", "DEACTIVATED", "LOCAL_QUEUE_STOPPED", "CLUSTER_QUEUE_STOPPED"]
@@ -63,6 +65,10 @@ def held_back(world: World, spec: WorkloadSpec) -> str:
 def drain_reason(world: World, spec: WorkloadSpec, placement: Placement) -> tuple[str, str] | None:
     """The Evicted condition's (reason, message) an admitted workload must be evicted with, or None."""
     if not spec.obj.spec.active:
+        target = next((c for c in spec.obj.status.conditions
+                       if c.type == "DeactivationTarget" and c.status == "True"), None)
+        if target is not None:  # why it was deactivated (actors.deadlines), as Kueue words it
+            return f"{DEACTIVATED[0]}DueTo{target.reason}", f"{DEACTIVATED[1]} due to {target.message}"
         return DEACTIVATED
     lq = world.local_queues.get(spec.local_queue)
     if lq is not None and lq.spec.stop_policy == "HoldAndDrain":
@@ -86,10 +92,10 @@ class Drains:
         _taken: set[str]
         _left: dict[str, Left]
         _drain_due: bool
-        recorder: Recorder | None
 
         async def _settle_evictions(self) -> None: ...
         async def _place(self, spec: WorkloadSpec, history: Left | None = None) -> None: ...
+        def _record_drain(self, key: str, reason: str, message: str) -> None: ...
 
     async def drain(self) -> bool:
         """Evict every admitted workload that must go (module notes); whether any eviction was tried."""
@@ -112,9 +118,7 @@ class Drains:
             if actor is None or not await actor.ask(Evict(key)):
                 continue
             log.info("workload_evicted", workload=key, cluster_queue=cq, reason=why[0], message=why[1])
-            manifest = self.world.raw.get(f"Workload/{key}")
-            if self.recorder is not None and manifest is not None:  # EvictedDueTo<reason>, as Kueue records it
-                self.recorder.evicted(manifest, reason=why[0], message=why[1])
+            self._record_drain(key, *why)
             self._evicting[key] = cq
             self._uncounted.add(key)  # not a preemption
         await self._settle_evictions()  # where the second phase is the first (simulate), released now

@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup  # noqa: F401
 
     from kueued.engine.wiring import PreemptorFactory
-    from kueued.kube.port import Recorder
     from kueued.scheduling.cycle import Iterate
     from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
     from kueued.scheduling.verdicts import Verdicts
@@ -90,7 +89,6 @@ class Rounds:
         clock: Callable[[], float] | None
         verdicts: Verdicts
         afs: AdmissionFairSharing
-        recorder: Recorder | None
         _idle: dict[str, dict]
         _fold_limit: dict[str, int]
         _evicting: dict[str, str]
@@ -107,12 +105,18 @@ class Rounds:
         def now(self) -> float: ...
         async def drain(self) -> bool: ...
         async def hold_back(self, key: str, cq_name: str) -> None: ...
+        async def expire(self) -> bool: ...
+        def _watch_deadline(self, key: str, placement: Placement) -> None: ...
+        def _ran(self, key: str, placement: Placement | None) -> None: ...
+        def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None: ...
+        def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None: ...
 
     async def round(self) -> bool:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
         await self._settle_finishes()
         await self._settle_evictions()
+        expired = await self.expire()  # a maximum execution time run out: deactivated, drained below
         drained = await self.drain()
         if self.world.terminating:
             await self.reap_terminated()
@@ -129,7 +133,7 @@ class Rounds:
         touched, tried, evicted = await self._evict(result)
         settled, committed = await self._admit(result)
         parks = self._requeue_rest(result, settled, touched, evicted)
-        return parks or parked or committed or tried or drained
+        return parks or parked or committed or tried or drained or expired
 
     async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
         """Every ClusterQueue is asked at once, then the answers are read in order: one trip
@@ -302,6 +306,7 @@ class Rounds:
                 continue
             self.reasons.pop(e.wl.key, None)
             self.world.placed[e.wl.key] = placement  # the one its queue holds
+            self._watch_deadline(e.wl.key, placement)
             self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed
             self._record_admission(e.wl, e.cq, now)
             log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
@@ -328,28 +333,9 @@ class Rounds:
     def _released(self, key: str, *, counted: bool = True) -> None:
         """An eviction's second phase landed: the victim holds no quota, and it counts as evicted
         (unless the eviction was found already made, before this run)."""
-        self.world.placed.pop(key, None)
+        self._ran(key, self.world.placed.pop(key, None))
         if counted:
             self.evicted[key] = self.evicted.get(key, 0) + 1
-
-    def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None:
-        """Kueue's QuotaReserved and Admitted Events, once the admission is committed (fire and forget)."""
-        recorder = self.recorder
-        manifest = self.world.raw.get(f"Workload/{wl.key}") if recorder is not None else None
-        if recorder is not None and manifest is not None:
-            recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - wl.created)
-            recorder.admitted(manifest, cluster_queue=cluster_queue)
-
-    def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None:
-        """Kueue's Preempted and EvictedDueToPreempted Events on a victim whose eviction is committed."""
-        recorder = self.recorder
-        manifest = self.world.raw.get(f"Workload/{victim.key}") if recorder is not None else None
-        if recorder is None or manifest is None:
-            return
-        by = self.world.raw.get(f"Workload/{preemptor.key}")
-        if by is not None:
-            recorder.preempted(manifest, preemptor=by, reason=reason)
-        recorder.evicted(manifest, reason="Preempted", message=f"Preempted to accommodate {preemptor.key} ({reason})")
 
     async def _fold(self, nominations: list[tuple[str, Nomination]]) -> tuple[Heads, bool]:
         """Fold each tree's dead rounds (:mod:`kueued.scheduling.verdicts`).

@@ -38,6 +38,8 @@ class Versions:
         _taken: set[str]
         _left: dict[str, Left]
         _idle: dict[str, dict]
+        _deadlines: dict[str, tuple[float, float]]
+        _past: dict[str, int]
 
         async def _place(self, spec: WorkloadSpec, history: Left | None = None) -> None: ...
         def _changed(self, cluster_queue: str | None) -> None: ...
@@ -65,6 +67,8 @@ class Versions:
             self.reasons.pop(key, None)
             self.evicted.pop(key, None)
             self._left.pop(key, None)
+            self._deadlines.pop(key, None)
+            self._past.pop(key, None)
             return
         if old is not None and placed is None and new.observed is not None and _evicted(new):
             # The echo of an eviction's first phase that kueued has already taken to its end (the

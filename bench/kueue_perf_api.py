@@ -69,7 +69,7 @@ sys.path.insert(0, str(ROOT))
 from bench.kueue_perf import KUEUE, PERF  # noqa: E402
 from kueued.generator import GeneratorConfig, build_trace, load_generator  # noqa: E402
 from kueued.kube.client import KubeClient  # noqa: E402
-from kueued.kube.commits import merge_conditions  # noqa: E402
+from kueued.kube.conditions import merge_conditions  # noqa: E402
 from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound  # noqa: E402
 from kueued.kube.port import Condition  # noqa: E402
 from kueued.model.quantity import parse  # noqa: E402

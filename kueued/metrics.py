@@ -311,5 +311,8 @@ class DecisionRecorder:
     def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
         return self.inner is not None and self.inner.evicted(workload, reason=reason, message=message)
 
+    def deactivating(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
+        return self.inner is not None and self.inner.deactivating(workload, reason=reason, message=message)
+
     def pending(self, workload: Mapping[str, Any], message: str) -> bool:
         return self.inner is not None and self.inner.pending(workload, message)

@@ -127,7 +127,13 @@ class Timeline:
 
     # --- the heap ----------------------------------------------------------------------------
     def next_time(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+        """When the next event is due; a finish cancelled by an eviction is no event (the clock
+        does not go to it, so it does not stretch the run's wall)."""
+        heap = self._heap
+        while heap and heap[0][1] == _FINISH and self.running.get(
+                self._arrivals[heap[0][2]].key, (None,))[0] != heap[0][3]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def pop_due(self, now: int) -> tuple[list[str], list[Arrival]]:
         """Valid finishes and arrivals due by ``now``, each in heap order."""
@@ -301,6 +307,9 @@ class CoordinatorDriver:
 
     async def settle(self, until: Until | None = None) -> None:
         await self.coordinator.run_to_quiescence(until=until)
+        due = self.coordinator.next_deadline()  # a maximum execution time runs out then (actors.deadlines)
+        if due is not None:
+            self.timeline.wake_at(math.ceil((due - self.timeline.trace.epoch) * US))
 
 
 class ElasticDriver:

@@ -24,6 +24,9 @@ read Kueue's:
   per workload (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush,
   and one the Workload already shows (a restart) is not written again, unless a write to it was
   refused since (it may have landed: until one succeeds, what the Workload shows is unknown).
+- **Deactivation** of a workload out of time (``actors.deadlines``): the ``DeactivationTarget``
+  condition, then ``spec.active: false``; an eviction's second phase adds the seconds the admission
+  ran to ``accumulatedPastExecutionTimeSeconds``, as Kueue's ``SyncAdmittedCondition`` does.
 - **ElasticQuota**: the request/runtime annotations (a merge patch on the object) and the
   ``Accepted`` condition on its status.
 
@@ -57,13 +60,16 @@ from typing import Any, Protocol
 import anyio
 import structlog
 
+from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.pending_reasons import pending_condition, requeued, reset_evictions, restarted
 from kueued.kube.port import Committed, Condition, count_commit
+from kueued.kube.workload_state import accumulated, admitted_to, evicted_for
+from kueued.kube.workload_state import released as reservation_cleared
 from kueued.model.clock import rfc3339
 from kueued.model.quantity import format_milli
 
-__all__ = ["KubePort", "StatusClient", "merge_conditions"]
+__all__ = ["KubePort", "StatusClient"]
 
 log = structlog.get_logger("kueued.kube")
 
@@ -96,28 +102,10 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def merge_conditions(current: list[dict[str, Any]], new: list[Condition], *, generation: int | None,
-                     now: str) -> list[dict[str, Any]]:
-    """``current`` with each of ``new`` set by type (metav1's SetStatusCondition)."""
-    out = [dict(c) for c in current if isinstance(c, dict)]
-    for cond in new:
-        entry: dict[str, Any] = {"type": cond.type, "status": cond.status, "reason": cond.reason,
-                                 "message": cond.message, "lastTransitionTime": now}
-        if generation is not None:
-            entry["observedGeneration"] = generation
-        for i, old in enumerate(out):
-            if old.get("type") == cond.type:
-                if old.get("status") == cond.status and old.get("lastTransitionTime"):
-                    entry["lastTransitionTime"] = old["lastTransitionTime"]
-                out[i] = entry
-                break
-        else:
-            out.append(entry)
-    return out
-
-
 class KubePort:
     """Commits through the API server; ``manifest_of(key)`` is the Workload manifest decided on."""
+
+    echoes = True  # the watch brings every write back
 
     def __init__(self, client: StatusClient, *, manifest_of: Callable[[str], dict[str, Any] | None],
                  requests_of: Callable[[str], list[tuple[str, int, dict[str, int]]] | None],
@@ -168,7 +156,7 @@ class KubePort:
         conditions += reset_evictions(manifest) + restarted(manifest)
         body = self._status_body(manifest, conditions, conditional=True)
         body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
-        if not await self._write(workload, body, what="admit", applied=partial(_admitted_to, cluster_queue)):
+        if not await self._write(workload, body, what="admit", applied=partial(admitted_to, cluster_queue)):
             return False
         self._pending_written.pop(workload, None)
         self._pending_due.pop(workload, None)
@@ -193,8 +181,10 @@ class KubePort:
         conditions = ([Condition("Evicted", "True", "Preempted", message),
                        Condition("Preempted", "True", reason, message)] if preempted
                       else [Condition("Evicted", "True", reason, message)])
-        if not await self._write(workload, self._status_body(manifest, conditions, conditional=True),
-                                 what="evict", applied=partial(_evicted_for, message)):
+        # a deactivated workload's DeactivationTarget goes as it is evicted (Kueue's workload controller)
+        drop = ("DeactivationTarget",) if reason.startswith("Deactivated") else ()
+        if not await self._write(workload, self._status_body(manifest, conditions, conditional=True, drop=drop),
+                                 what="evict", applied=partial(evicted_for, message)):
             return False
         self._committed(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
         self._evicting[workload] = message
@@ -211,7 +201,7 @@ class KubePort:
         for workload in list(self._evicting if workloads is None else workloads):
             message = self._evicting.get(workload)
             manifest = self.manifest_of(workload)
-            if message is None or manifest is None or not _evicted_for(message, manifest):
+            if message is None or manifest is None or not evicted_for(message, manifest):
                 # gone, or no longer evicted (admitted again since, which turned Evicted off): a
                 # late phase two would clear that newer admission, which kueued holds quota for
                 self._evicting.pop(workload, None)
@@ -221,10 +211,34 @@ class KubePort:
                           requeued(manifest, message)]
             body = self._status_body(manifest, conditions, conditional=False)
             body["status"]["admission"] = None
-            if await self._write(workload, body, what="release", applied=_released):
+            past = accumulated(manifest, time.time())
+            if past is not None:  # the seconds this admission ran count against maximumExecutionTimeSeconds
+                body["status"]["accumulatedPastExecutionTimeSeconds"] = past
+            if await self._write(workload, body, what="release", applied=reservation_cleared):
                 self._evicting.pop(workload, None)
                 done.append(workload)
         return done
+
+    # --- deactivation: a workload out of time (actors.deadlines) ------------------------------
+    async def deactivate(self, workload: str, *, reason: str, message: str) -> bool:
+        """The ``DeactivationTarget`` condition and no accumulated time (a status write on the version
+        decided on), then ``spec.active: false``; the watch brings the deactivated version back."""
+        manifest = self.manifest_of(workload)
+        if manifest is None:
+            return False
+        body = self._status_body(manifest, [Condition("DeactivationTarget", "True", reason, message)],
+                                 conditional=True)
+        body["status"]["accumulatedPastExecutionTimeSeconds"] = None
+        if not await self._write(workload, body, what="deactivate"):
+            return False
+        namespace, name = workload.split("/", 1)
+        try:
+            await self.client.patch("Workload", namespace, name, {"spec": {"active": False}})
+        except ApiError as exc:  # tried again: the condition is written once more, then the spec
+            log.warning("deactivation_refused", workload=workload, error=type(exc).__name__, detail=str(exc)[:200])
+            return False
+        self._committed(Committed("deactivate", workload, "", f"{reason}: {message}"))
+        return True
 
     def released(self, workload: str) -> bool:
         """Phase two written: the Workload no longer holds its admission."""
@@ -264,7 +278,8 @@ class KubePort:
             manifest = self.manifest_of(workload)
             if manifest is None or _dict(manifest.get("status")).get("admission"):
                 continue  # gone, or admitted meanwhile (an echo not seen yet): no pending condition over it
-            if workload not in self._pending_doubt and _pending_says(manifest, message):  # a restart
+            if workload not in self._pending_doubt and (_pending_says(manifest, message)  # a restart
+                                                        or _evicted_already(manifest, message)):
                 self._pending_written[workload] = (message, now)
                 continue
             due.append((workload, message, manifest))
@@ -309,10 +324,11 @@ class KubePort:
 
     # --- the one edge ---------------------------------------------------------------------------
     def _status_body(self, manifest: dict[str, Any], conditions: list[Condition], *,
-                     conditional: bool) -> dict[str, Any]:
+                     conditional: bool, drop: tuple[str, ...] = ()) -> dict[str, Any]:
         meta = _dict(manifest.get("metadata"))
         listed = _dict(manifest.get("status")).get("conditions")
-        current = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+        current = [c for c in listed if isinstance(c, dict) and c.get("type") not in drop] \
+            if isinstance(listed, list) else []
         merged = merge_conditions(current, conditions, generation=meta.get("generation"), now=rfc3339())
         body: dict[str, Any] = {"status": {"conditions": merged}}
         if conditional and meta.get("resourceVersion"):
@@ -367,20 +383,12 @@ def in_doubt(exc: ApiError) -> bool:
     return exc.status in (None, 500, 504)
 
 
-def _admitted_to(cluster_queue: str, current: dict[str, Any]) -> bool:
-    admission = _dict(_dict(current.get("status")).get("admission"))
-    return admission.get("clusterQueue") == cluster_queue
-
-
-def _evicted_for(message: str, current: dict[str, Any]) -> bool:
-    listed = _dict(current.get("status")).get("conditions")
-    return isinstance(listed, list) and any(
-        isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True"
-        and c.get("message") == message for c in listed)
-
-
-def _released(current: dict[str, Any]) -> bool:
-    return not _dict(current.get("status")).get("admission")
+def _evicted_already(manifest: dict[str, Any], message: str) -> bool:
+    """A deactivated workload's Evicted condition is set only if it is not on already (Kueue's
+    workload controller): a drain's reason (DeactivatedDueTo...) is not overwritten."""
+    listed = _dict(manifest.get("status")).get("conditions")
+    return pending_condition(message).type == "Evicted" and isinstance(listed, list) and any(
+        isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True" for c in listed)
 
 
 def _pending_says(manifest: dict[str, Any], message: str) -> bool:

@@ -156,6 +156,10 @@ class EventRecorder:
         """``EvictedDueTo<reason>`` (Kueue's ReportEvictedWorkload), the Evicted condition's message."""
         return self.record(workload, NORMAL, f"EvictedDueTo{reason}", message)
 
+    def deactivating(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
+        """The workload controller's warning as it deactivates a workload (``MaximumExecutionTimeExceeded``)."""
+        return self.record(workload, WARNING, reason, message)
+
     def pending(self, workload: Mapping[str, Any], message: str) -> bool:
         """The scheduler's warning for a workload it could not admit, with why."""
         return self.record(workload, WARNING, "Pending", message)

@@ -113,6 +113,15 @@ class FencedPort:
                                          **({} if preempted else {"preempted": False}))
         return self._cut("evict", scope)
 
+    async def deactivate(self, workload: str, *, reason: str, message: str) -> bool:
+        if self._gate() <= 0:
+            return await self._refuse("deactivate")
+        return await self.port.deactivate(workload, reason=reason, message=message)
+
+    @property
+    def echoes(self) -> bool:
+        return self.port.echoes
+
     # --- status: checked when it starts -------------------------------------------------------------
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
         if self._gate() <= 0:

@@ -14,7 +14,8 @@ are Kueue's (``pkg/controller/jobframework/reconciler.go``, ``pkg/controller/job
   pods that run at once (``parallelism``, default 1, or ``completions`` if fewer) and, when the
   Job carries :data:`MIN_PARALLELISM_ANNOTATION` below that count, ``minCount`` (Kueue's partial
   admission: the scheduler may admit fewer pods).  Its priority is resolved by the caller
-  (:class:`Priority`).
+  (:class:`Priority`); the label ``kueue.x-k8s.io/max-exec-time-seconds`` becomes its
+  ``maximumExecutionTimeSeconds``.
 - **Partial admission**: a Job admitted with fewer pods starts with ``parallelism`` (and, with
   :data:`SYNC_COMPLETIONS_ANNOTATION` ``"true"``, ``completions``) set to the admitted count, its
   own values kept in :data:`ORIGINAL_ANNOTATION` (completions only for an Indexed Job, the only
@@ -75,6 +76,8 @@ __all__ = [
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+"""A Job's maximum execution time: its Workload's ``maximumExecutionTimeSeconds`` (``actors.deadlines``)."""
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 ORIGINAL_ANNOTATION = "kueued.io/original-pod-sets-info"
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
@@ -175,6 +178,16 @@ def queue_name(job: dict[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
+def max_execution_seconds(job: dict[str, Any]) -> int | None:
+    """The Job's :data:`MAX_EXEC_LABEL` as a positive int32, else None (Kueue's
+    ``MaximumExecutionTimeSeconds``: a value that does not parse, or is not positive, is no limit)."""
+    value = _dict(_meta(job).get("labels")).get(MAX_EXEC_LABEL)
+    if not isinstance(value, str) or not value.lstrip("+-").isdigit():
+        return None  # Go's ParseInt: an optional sign, then digits only
+    seconds = int(value)
+    return seconds if 0 < seconds < 2**31 else None
+
+
 def suspended(job: dict[str, Any]) -> bool:
     return _dict(job.get("spec")).get("suspend") is True
 
@@ -238,6 +251,9 @@ def build_workload(job: dict[str, Any], *, priority: Priority) -> dict[str, Any]
     spec: dict[str, Any] = {"queueName": queue_name(job), "podSets": pod_sets(job), "priority": priority.value}
     if priority.ref is not None:
         spec["priorityClassRef"] = dict(priority.ref)
+    limit = max_execution_seconds(job)
+    if limit is not None:
+        spec["maximumExecutionTimeSeconds"] = limit
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
         "metadata": {

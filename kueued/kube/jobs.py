@@ -66,7 +66,7 @@ from kueued.kube import job_patches as jp
 from kueued.kube import job_workload as jw
 from kueued.kube.backoff import Backoff
 from kueued.kube.client import JOB, KINDS, Kind
-from kueued.kube.commits import merge_conditions
+from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound
 from kueued.kube.job_cache import JobCache, key_of, meta
 from kueued.kube.job_lookups import assigned_flavors, priority_of

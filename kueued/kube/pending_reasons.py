@@ -81,13 +81,14 @@ def requeued(manifest: dict[str, Any], message: str) -> Condition:
 
 
 _RESTARTED = {"ClusterQueueStopped": ("ClusterQueueRestarted", "The ClusterQueue was restarted after being stopped"),
-              "LocalQueueStopped": ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped")}
+              "LocalQueueStopped": ("LocalQueueRestarted", "The LocalQueue was restarted after being stopped"),
+              DEACTIVATED: ("Reactivated", "The workload was reactivated")}
 
 
 def restarted(manifest: dict[str, Any], waits: Condition | None = None) -> list[Condition]:
-    """A drained workload whose queue runs again (it is admitted, or ``waits`` for something other
-    than a queue or its own deactivation): Kueue's workload controller turns its ``Requeued``
-    condition on, naming the restart."""
+    """A drained workload whose queue runs again, or a deactivated one active again (it is admitted,
+    or ``waits`` for something other than a queue or its own deactivation): Kueue's workload
+    controller turns its ``Requeued`` condition on, naming the restart or the reactivation."""
     if waits is not None and waits.reason in (INADMISSIBLE, DEACTIVATED):
         return []
     for c in _conditions(manifest):

@@ -52,6 +52,12 @@ class QuotaStatus(msgspec.Struct, frozen=True):
 
 
 class ApiPort(Protocol):
+    @property
+    def echoes(self) -> bool:
+        """Whether what the port writes comes back as a new version of the object (a cluster's watch);
+        in-process the coordinator applies its own changes to the World."""
+        ...
+
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
                     usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool: ...
 
@@ -60,6 +66,12 @@ class ApiPort(Protocol):
         """Evict an admitted workload.  ``preempted``: by a preemptor (``reason`` is Kueue's
         preemption reason: Evicted=Preempted and Preempted=``reason``); else ``reason`` is the
         Evicted condition's own (Deactivated, ClusterQueueStopped, LocalQueueStopped)."""
+        ...
+
+    async def deactivate(self, workload: str, *, reason: str, message: str) -> bool:
+        """Deactivate an admitted workload as Kueue's workload controller does: the ``DeactivationTarget``
+        condition (``reason``, ``message``), no accumulated execution time, and ``spec.active: false``;
+        whether it was written (a Workload changed meanwhile refuses it)."""
         ...
 
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
@@ -97,6 +109,11 @@ class ApiPort(Protocol):
 class NoStatus:
     """What a port that keeps no Workload status does with it: nothing (simulate, timed runs)."""
 
+    echoes = False  # nothing comes back: the coordinator applies a deactivation to the World itself
+
+    async def deactivate(self, workload: str, *, reason: str, message: str) -> bool:
+        return True
+
     def pending(self, workload: str, message: str) -> None:
         pass
 
@@ -127,6 +144,8 @@ class Recorder(Protocol):
     def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool: ...
 
     def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool: ...
+
+    def deactivating(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool: ...
 
     def pending(self, workload: Mapping[str, Any], message: str) -> bool: ...
 
@@ -176,6 +195,10 @@ class InMemoryPort(NoStatus):
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
                     preempted: bool = True) -> bool:
         self._commit(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
+        return True
+
+    async def deactivate(self, workload: str, *, reason: str, message: str) -> bool:
+        self._commit(Committed("deactivate", workload, "", f"{reason}: {message}"))
         return True
 
     def _commit(self, commit: Committed) -> None:

@@ -60,7 +60,8 @@ RULES: tuple[Rule, ...] = (
     # patches), removed with it; kube/finalizers.py: Kueue's finalizer off a deleted Workload.
     Rule(KUEUE_GROUP, ("workloads",), ("create", "patch", "delete"),
          "Job integration: creates, patches and deletes the Workload that stands for a Job; "
-         "release_finalizers: Kueue's resource-in-use finalizer off a deleted Workload"),
+         "release_finalizers: Kueue's resource-in-use finalizer off a deleted Workload; "
+         "KubePort.deactivate: spec.active false once a maximum execution time runs out"),
     # The ElasticQuota watch, then KubePort.annotate_quota: Koordinator's request/runtime
     # annotations are metadata, so they are a merge patch of the object itself (KubeClient.patch).
     Rule(KOORDINATOR_GROUP, ("elasticquotas",), (*_WATCH, "patch"),

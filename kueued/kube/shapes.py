@@ -63,6 +63,7 @@ class WorkloadStatus(_Shape):
     admission: api.Admission | None = None
     conditions: list[Condition] = []
     reclaimable_pods: list[api.ReclaimablePod] = []  # written by a job integration, read by the scheduler
+    accumulated_past_execution_time_seconds: int | None = None  # what earlier admissions ran (KEP-3125)
 
 
 class ClusterQueueStatus(_Shape):

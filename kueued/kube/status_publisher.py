@@ -53,7 +53,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from kueued.config import Daemon
-from kueued.kube.commits import merge_conditions
+from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.events import EventRecorder
 from kueued.kube.finalizers import FinalizerKeeper

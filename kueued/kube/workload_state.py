@@ -1,13 +1,14 @@
 """What a Workload's status says, read defensively from its manifest: the pure predicates the Job
-integration decides on (``kueued.kube.job_workload``).  A malformed field reads as absent, never
-as an exception."""
+integration decides on (``kueued.kube.job_workload``) and the API port reads its own writes back
+with (``kueued.kube.commits``).  A malformed field reads as absent, never as an exception."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-__all__ = ["condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid"]
+__all__ = ["condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid", "admitted_to", "evicted_for",
+           "released", "accumulated"]
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -74,3 +75,31 @@ def owner_uid(workload: dict[str, Any]) -> tuple[str, str] | None:
         if ref.get("controller") is True and ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1":
             return str(ref.get("name", "")), str(ref.get("uid", ""))
     return None
+
+
+def admitted_to(cluster_queue: str, current: dict[str, Any]) -> bool:
+    """The admission kueued wrote is there (a commit in doubt, read back)."""
+    return _dict(_dict(current.get("status")).get("admission")).get("clusterQueue") == cluster_queue
+
+
+def evicted_for(message: str, current: dict[str, Any]) -> bool:
+    """``Evicted=True`` with this message: the eviction kueued wrote is there."""
+    evicted = _condition(current, "Evicted")
+    return evicted is not None and evicted.get("status") == "True" and evicted.get("message") == message
+
+
+def released(current: dict[str, Any]) -> bool:
+    """No admission held: an eviction's second phase is there."""
+    return not _dict(current.get("status")).get("admission")
+
+
+def accumulated(workload: dict[str, Any], now: float) -> int | None:
+    """Kueue's ``accumulatedPastExecutionTimeSeconds`` once an admission ends: what it held plus the
+    whole seconds since the Admitted condition turned on; None when the workload was not admitted."""
+    admitted = _condition(workload, "Admitted")
+    began = _time(admitted.get("lastTransitionTime")) if admitted is not None and \
+        admitted.get("status") == "True" else None
+    if began is None:
+        return None
+    held = _dict(workload.get("status")).get("accumulatedPastExecutionTimeSeconds")
+    return (held if isinstance(held, int) else 0) + int(max(0.0, now - began.timestamp()))

@@ -23,23 +23,21 @@ from typing import Any
 
 import msgspec
 
-Quantity = str | int | float
+from kueued.model.api_base import ObjectMeta, Quantity, _Base
+from kueued.model.api_config import (
+    AdmissionFairSharingConfig,
+    Configuration,
+    ElasticQuotaConfig,
+    FairSharingConfig,
+    RequeuingStrategy,
+    ResourcesConfig,
+    ResourceTransformation,
+    WaitForPodsReady,
+)
 
-
-class _Base(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True, gc=False):
-    pass
-
-
-class ObjectMeta(_Base):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-    creation_timestamp: str | None = None
-    deletion_timestamp: str | None = None  # a ClusterQueue with one is terminating (kueued.world)
-    resource_version: str = ""
-    generation: int = 0
+# the Configuration's Structs live in api_config; they are read here too, as api.Configuration and the like
+__all__ = ["ObjectMeta", "Quantity", "AdmissionFairSharingConfig", "Configuration", "ElasticQuotaConfig",
+           "FairSharingConfig", "RequeuingStrategy", "ResourcesConfig", "ResourceTransformation", "WaitForPodsReady"]
 
 
 class Taint(_Base):
@@ -286,6 +284,7 @@ class WorkloadStatus(_Base):
     admission: Admission | None = None
     conditions: list[Condition] = []
     reclaimable_pods: list[ReclaimablePod] = []
+    accumulated_past_execution_time_seconds: int | None = None
 
 
 class Workload(_Base):
@@ -328,57 +327,6 @@ class LimitRange(_Base):
 
     metadata: ObjectMeta
     spec: LimitRangeSpec = msgspec.field(default_factory=LimitRangeSpec)
-
-
-# --- Kueue's manager Configuration ---------------------------------------------------------------
-
-class FairSharingConfig(_Base):
-    enable: bool = True
-    preemption_strategies: list[str] = []
-
-
-class AdmissionFairSharingConfig(_Base):
-    usage_half_life_time: str = ""
-    usage_sampling_interval: str = ""
-    resource_weights: dict[str, float] = {}
-
-
-class ElasticQuotaConfig(_Base):
-    """kueued's own section: Koordinator's ElasticQuotaArgs that kueued honours."""
-
-    delay_evict_time: str = ""  # a Go duration; "" keeps Koordinator's 120s
-
-
-class RequeuingStrategy(_Base):
-    timestamp: str = "Eviction"
-
-
-class WaitForPodsReady(_Base):
-    requeuing_strategy: RequeuingStrategy | None = None
-
-
-class ResourceTransformation(_Base):
-    """Kueue's ``resources.transformations[]``: each unit of ``input`` counts as ``outputs``."""
-
-    input: str = ""
-    strategy: str = "Retain"  # Retain: the input counts too; Replace: only the outputs do
-    outputs: dict[str, Quantity] = {}
-    multiply_by: str = ""  # the input's amount is first multiplied by this resource's (newer Kueue)
-
-
-class ResourcesConfig(_Base):
-    exclude_resource_prefixes: list[str] = []
-    transformations: list[ResourceTransformation] = []
-
-
-class Configuration(_Base):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    resources: ResourcesConfig | None = None
-    wait_for_pods_ready: WaitForPodsReady | None = None
-    fair_sharing: FairSharingConfig | None = None
-    admission_fair_sharing: AdmissionFairSharingConfig | None = None
-    elastic_quota: ElasticQuotaConfig | None = None
-    feature_gates: dict[str, bool] = {}
 
 
 KINDS: dict[str, type[_Base]] = {

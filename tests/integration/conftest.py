@@ -213,6 +213,21 @@ def installed(control_plane: Cluster) -> Cluster:
     return control_plane
 
 
+@pytest.fixture
+def daemon(installed: Cluster, tmp_path: Path) -> Iterator[Any]:
+    """``kueued run`` on the cluster, as its own process; stopped after the test, which it must
+    survive (a clean exit) having written only JSON lines."""
+    from tests.integration.daemon import Daemon
+    d = Daemon(installed, tmp_path / "kueued.log").start()
+    try:
+        yield d
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            assert d.stop() == 0
+        for line in d.log_path.read_text().splitlines():
+            json.loads(line)
+
+
 def _external(kubeconfig: Path, cache_dir: Path) -> Cluster:
     config = yaml.safe_load(kubeconfig.read_text())
     context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +20,6 @@ from tests.integration.daemon import Daemon
 
 pytestmark = pytest.mark.control_plane
 
-
-@pytest.fixture
-def daemon(installed: Any, tmp_path: Path) -> Iterator[Daemon]:
-    d = Daemon(installed, tmp_path / "kueued.log").start()
-    try:
-        yield d
-    finally:
-        if d.proc is not None and d.proc.poll() is None:
-            d.stop()
-        for line in d.log_path.read_text().splitlines():  # every line kueued wrote is JSON
-            json.loads(line)
 
 
 def _apply(cluster: Any, *docs: dict) -> None:

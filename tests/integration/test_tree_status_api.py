@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,15 +20,6 @@ from tests.integration.test_daemon_api import _apply, _unstamped, _wait
 
 pytestmark = pytest.mark.control_plane
 
-
-@pytest.fixture
-def daemon(installed: Any, tmp_path: Path) -> Iterator[Daemon]:
-    d = Daemon(installed, tmp_path / "kueued.log").start()
-    try:
-        yield d
-    finally:
-        if d.proc is not None and d.proc.poll() is None:
-            assert d.stop() == 0
 
 
 def _get(cluster: Any, *what: str) -> dict[str, Any]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kueued.kube.commits import PENDING_PER_FLUSH, KubePort, merge_conditions
+from kueued.kube.commits import PENDING_PER_FLUSH, KubePort
+from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiConflict, ApiUnavailable
 from kueued.kube.port import Condition
 

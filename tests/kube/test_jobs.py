@@ -128,6 +128,15 @@ def test_the_workload_is_built_from_the_job_as_kueue_builds_it() -> None:
     assert job["spec"]["template"]["metadata"]["labels"]["job-name"] == "train"  # the Job is not touched
 
 
+@pytest.mark.parametrize(("label", "limit"), [("600", 600), ("+30", 30), ("0", None), ("-5", None), ("1h", None),
+                                              (" 10", None), ("2147483648", None), (None, None)])
+def test_the_max_exec_time_label_becomes_the_workload_s_limit(label: str | None, limit: int | None) -> None:
+    job = make_job()
+    if label is not None:
+        job["metadata"].setdefault("labels", {})[jw.MAX_EXEC_LABEL] = label
+    assert jw.build_workload(job, priority=jw.Priority(0))["spec"].get("maximumExecutionTimeSeconds") == limit
+
+
 def test_a_long_job_name_is_cut_but_the_hash_still_tells_jobs_apart() -> None:
     a, b = jw.workload_name("x" * 300, "uid-1"), jw.workload_name("x" * 300, "uid-2")
     assert len(a) == 253 and a.startswith("job-xxx") and a != b

@@ -1,0 +1,57 @@
+"""The Events the coordinator records about its decisions, with Kueue's reasons (a cluster's
+``kueued.kube.events.EventRecorder``, or metrics in front of it; offline there is none).
+
+Each is recorded once the decision is committed, on the Workload as the World last saw it
+(fire and forget: an Event that cannot be written in time is dropped by the recorder)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kueued.kube.port import Recorder
+    from kueued.scheduling.workload import WorkloadInfo
+    from kueued.world import World
+
+__all__ = ["Recording"]
+
+
+class Recording:
+    """The Event half of the Coordinator (a mixin: every attribute is the Coordinator's)."""
+
+    if TYPE_CHECKING:  # what the Coordinator provides
+        world: World
+        recorder: Recorder | None
+
+    def _manifest(self, key: str) -> dict[str, Any] | None:
+        return self.world.raw.get(f"Workload/{key}") if self.recorder is not None else None
+
+    def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None:
+        """Kueue's QuotaReserved and Admitted Events."""
+        manifest = self._manifest(wl.key)
+        if self.recorder is not None and manifest is not None:
+            self.recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - wl.created)
+            self.recorder.admitted(manifest, cluster_queue=cluster_queue)
+
+    def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None:
+        """Kueue's Preempted and EvictedDueToPreempted Events on a victim."""
+        manifest = self._manifest(victim.key)
+        if self.recorder is None or manifest is None:
+            return
+        by = self.world.raw.get(f"Workload/{preemptor.key}")
+        if by is not None:
+            self.recorder.preempted(manifest, preemptor=by, reason=reason)
+        self.recorder.evicted(manifest, reason="Preempted",
+                              message=f"Preempted to accommodate {preemptor.key} ({reason})")
+
+    def _record_drain(self, key: str, reason: str, message: str) -> None:
+        """``EvictedDueTo<reason>`` for an eviction that is no preemption (actors.drains)."""
+        manifest = self._manifest(key)
+        if self.recorder is not None and manifest is not None:
+            self.recorder.evicted(manifest, reason=reason, message=message)
+
+    def _record_deactivation(self, key: str, reason: str, message: str) -> None:
+        """The workload controller's warning as it deactivates a workload (actors.deadlines)."""
+        manifest = self._manifest(key)
+        if self.recorder is not None and manifest is not None:
+            self.recorder.deactivating(manifest, reason=reason, message=message)
