@@ -60,7 +60,7 @@ from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
 from actors.observe import Gauges, observe_pass
 from actors.reasons import ReasonLog
-from kueued.config import Live
+from kueued.config_live import Live
 from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.health import Health, stale_after
 from kueued.kube.port import ApiPort, StatusPublisher
@@ -365,7 +365,7 @@ async def _apply_config(config: Live, coord: Coordinator, tg: anyio.abc.TaskGrou
 
 
 async def _reload_on_signal(config: Live | None, health: Health) -> None:
-    """SIGHUP: read the config file again (``kueued.config.Live.reload`` logs what changed); the next
+    """SIGHUP: read the config file again (``kueued.config_live.Live.reload`` logs what changed); the next
     pass applies the interval and the scheduling settings.  Without a file there is nothing to read."""
     with anyio.open_signal_receiver(signal.SIGHUP) as signals:
         async for _ in signals:

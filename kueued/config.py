@@ -4,24 +4,24 @@ Where a setting comes from, strongest first: a command-line flag, the file given
 ``kueued run --config FILE``, the defaults of the Structs below (the only place they are
 written; the flags' help and ``config/kueued.toml`` quote them).  Keys are snake_case, as
 the Structs' fields, in the tables ``[kube] [metrics] [leader_election] [fair_sharing]
-[admission_fair_sharing] [elastic_quota] [feature_gates] [log] [daemon]``; durations are
+[admission_fair_sharing] [elastic_quota] [feature_gates] [resources] [log] [daemon]``; durations are
 seconds (a number), as the flags take them.
 
 The file is decoded strictly (msgspec, ``forbid_unknown_fields``): an unknown key or a bad
 value is a :class:`ConfigError` naming the key and ``FILE:LINE``.  msgspec says where in the
 document (``$.metrics.port``); :func:`line_of` finds that key in the text.
 
-The scheduling sections (fair sharing, admission fair sharing, elastic quota, feature gates)
+The scheduling sections (fair sharing, admission fair sharing, elastic quota, feature gates,
+the resources quota counts)
 stand for a Kueue ``Configuration`` (:func:`configuration_manifest`): the daemon applies it
 through the World's door as any Configuration object, so a reload takes the same path, and a
 Configuration among the watched objects (the manifest directory, the cluster) wins over it as a
-whole, as it always did.  :class:`Live` is what the daemon holds: the settings in force, re-read on
-SIGHUP, where the safe ones change in place and the others wait for a restart.
+whole, as it always did.  :class:`kueued.config_live.Live` is what the daemon holds: the settings
+in force, re-read on SIGHUP, where the safe ones change in place and the others wait for a restart.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import tomllib
 from collections.abc import Mapping
@@ -39,8 +39,8 @@ from kueued.model.validation import CONFIG_GROUP
 from kueued.model.validation.configuration import validate_configuration
 from kueued.scheduling.fairsharing.admission import DEFAULT_HALF_LIFE, DEFAULT_SAMPLING_INTERVAL
 
-__all__ = ["Config", "ConfigError", "Problem", "DEFAULTS", "FLAGS", "RESTART_SECTIONS", "Live", "load",
-           "line_of", "with_flags", "configuration_manifest", "summary", "diff"]
+__all__ = ["Config", "ConfigError", "Problem", "DEFAULTS", "FLAGS", "RESTART_SECTIONS", "load",
+           "line_of", "with_flags", "configuration_manifest", "summary"]
 
 log = structlog.get_logger("kueued.config")
 
@@ -92,6 +92,22 @@ class ElasticQuota(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fro
     delay_evict_time: Seconds = DEFAULT_DELAY_EVICT_TIME
 
 
+class Transformation(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Kueue's ``resources.transformations[]``: each whole unit of ``input`` counts as ``outputs``."""
+
+    input: str
+    strategy: Literal["Retain", "Replace"] = "Retain"  # Retain: the input counts too
+    outputs: dict[str, str | int | float] = {}  # resource -> quantity per unit of the input
+    multiply_by: str = ""
+
+
+class Resources(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """What quota counts of a pod's requests (Kueue's Configuration ``resources``)."""
+
+    exclude_resource_prefixes: list[str] = []
+    transformations: list[Transformation] = []
+
+
 class Log(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING"
     format: Literal["auto", "json", "console"] = "auto"  # auto: JSON lines for `run` off a terminal
@@ -112,6 +128,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     admission_fair_sharing: AdmissionFairSharing = msgspec.field(default_factory=AdmissionFairSharing)
     elastic_quota: ElasticQuota = msgspec.field(default_factory=ElasticQuota)
     feature_gates: dict[str, bool] = {}
+    resources: Resources = msgspec.field(default_factory=Resources)
     log: Log = msgspec.field(default_factory=Log)
     daemon: Daemon = msgspec.field(default_factory=Daemon)
 
@@ -164,7 +181,9 @@ _KUEUE_KEYS = {"fairSharing.preemptionStrategies": "fair_sharing.preemption_stra
                "admissionFairSharing.usageHalfLifeTime": "admission_fair_sharing.usage_half_life_time",
                "admissionFairSharing.usageSamplingInterval": "admission_fair_sharing.usage_sampling_interval",
                "admissionFairSharing.resourceWeights": "admission_fair_sharing.resource_weights",
-               "elasticQuota.delayEvictTime": "elastic_quota.delay_evict_time", "featureGates": "feature_gates"}
+               "elasticQuota.delayEvictTime": "elastic_quota.delay_evict_time", "featureGates": "feature_gates",
+               "resources.excludeResourcePrefixes": "resources.exclude_resource_prefixes",
+               "resources.transformations": "resources.transformations"}
 
 
 def load(path: Path) -> Config:
@@ -291,7 +310,7 @@ def with_flags(config: Config, flags: Mapping[str, Any]) -> Config:
 def configuration_manifest(config: Config) -> dict[str, Any] | None:
     """The Kueue Configuration the scheduling sections stand for; None when they are all defaults."""
     if (config.fair_sharing.enabled, config.admission_fair_sharing.enabled, config.elastic_quota,
-            config.feature_gates) == (False, False, DEFAULTS.elastic_quota, {}):
+            config.feature_gates, config.resources) == (False, False, DEFAULTS.elastic_quota, {}, DEFAULTS.resources):
         return None
     out: dict[str, Any] = {"apiVersion": CONFIG_GROUP, "kind": "Configuration"}
     if config.fair_sharing.enabled:
@@ -304,6 +323,11 @@ def configuration_manifest(config: Config) -> dict[str, Any] | None:
     out["elasticQuota"] = {"delayEvictTime": f"{config.elastic_quota.delay_evict_time:g}s"}
     if config.feature_gates:
         out["featureGates"] = dict(config.feature_gates)
+    if config.resources != DEFAULTS.resources:
+        out["resources"] = {"excludeResourcePrefixes": list(config.resources.exclude_resource_prefixes),
+                            "transformations": [{"input": t.input, "strategy": t.strategy, "outputs": dict(t.outputs),
+                                                 **({"multiplyBy": t.multiply_by} if t.multiply_by else {})}
+                                                for t in config.resources.transformations]}
     return out
 
 
@@ -319,74 +343,3 @@ def summary(config: Config) -> str:
             f"admission fair sharing {on[config.admission_fair_sharing.enabled]}, "
             f"elastic delay {config.elastic_quota.delay_evict_time:g}s, interval {config.daemon.interval:g}s, "
             f"log {config.log.level} {config.log.format}")
-
-
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flat(v, f"{prefix}{k}."))
-        return out or {prefix.rstrip("."): {}}
-    return {prefix.rstrip("."): value}
-
-
-def diff(old: Config, new: Config) -> dict[str, tuple[Any, Any]]:
-    """Each setting whose value differs, dotted (``log.level``), with its old and new values."""
-    a, b = _flat(msgspec.to_builtins(old)), _flat(msgspec.to_builtins(new))
-    return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
-
-
-# --- the daemon's view ---------------------------------------------------------------------------
-
-class Live:
-    """The settings a running daemon has in force, and their reload from ``path`` (SIGHUP).
-
-    ``flags`` are the command line's (they keep overriding the file); ``applied`` is the
-    Configuration manifest the daemon last applied for the file (:func:`configuration_manifest`).
-    """
-
-    def __init__(self, path: Path, config: Config, *, flags: Mapping[str, Any]) -> None:
-        self.path = path
-        self.config = config
-        self.flags = dict(flags)
-        self.applied: dict[str, Any] | None = None
-
-    @property
-    def interval(self) -> float:
-        return self.config.daemon.interval
-
-    def configuration(self) -> dict[str, Any] | None:
-        return configuration_manifest(self.config)
-
-    def reload(self) -> dict[str, tuple[Any, Any]]:
-        """Read the file again and put in force what is safe; what changed (empty when it is invalid).
-
-        Logs ``config_reloaded`` (what changed), ``config_restart_needed`` (settings that only a
-        restart applies: they keep their running values) or ``config_invalid`` (the old config stays).
-        """
-        try:
-            new = with_flags(load(self.path), self.flags)
-        except ConfigError as exc:
-            log.error("config_invalid", file=str(self.path), error=str(exc))
-            return {}
-        old, changes = self.config, diff(self.config, new)
-        restart = sorted(k for k in changes if k.split(".")[0] in RESTART_SECTIONS)
-        kept = {s: getattr(self.config, s) for s in RESTART_SECTIONS}
-        self.config = msgspec.structs.replace(new, **kept)
-        applied = {k: list(v) for k, v in changes.items() if k not in restart}
-        # At the more verbose of the two levels: an operator who turns the log down still sees it taken.
-        quieter = _verbosity(self.config.log.level) > _verbosity(old.log.level)
-        if quieter:
-            log.info("config_reloaded", file=str(self.path), changed=applied)
-        if applied.keys() & {"log.level", "log.format"}:
-            from kueued.logging import configure
-            configure(level=self.config.log.level, format=self.config.log.format, daemon=True)
-        if not quieter:
-            log.info("config_reloaded", file=str(self.path), changed=applied)
-        if restart:
-            log.warning("config_restart_needed", file=str(self.path), settings=restart)
-        return {k: changes[k] for k in applied}
-
-
-def _verbosity(level: str) -> int:
-    return logging.getLevelNamesMapping()[level]

@@ -16,6 +16,8 @@ retryPeriod`` (Go durations)                        (seconds)
 its ``preemptionStrategies``
 ``admissionFairSharing.*``                          ``[admission_fair_sharing]`` (enabled when present)
 ``featureGates``                                    ``[feature_gates]``
+``resources.excludeResourcePrefixes`` and           ``[resources] exclude_resource_prefixes`` and
+``resources.transformations``                       ``[[resources.transformations]]``
 ==================================================  ====================================================
 
 Everything else (``integrations``, ``waitForPodsReady``, ``webhook``, ``health``, ...) is
@@ -34,7 +36,7 @@ __all__ = ["GROUP", "is_kueue_configuration", "settings_from", "yaml_line"]
 
 GROUP = "config.kueue.x-k8s.io/"
 _READ = {"apiVersion", "kind", "namespace", "metrics", "leaderElection", "fairSharing", "admissionFairSharing",
-         "featureGates"}
+         "featureGates", "resources"}
 
 
 def is_kueue_configuration(doc: object) -> bool:
@@ -72,7 +74,24 @@ def settings_from(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[
     gates = doc.get("featureGates")
     if isinstance(gates, dict):
         out["feature_gates"] = dict(gates)
+    resources = doc.get("resources")
+    if isinstance(resources, dict):
+        out["resources"] = _resources(resources, ignored)
     return out, ignored, problems
+
+
+def _resources(resources: dict[str, Any], ignored: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(resources.get("excludeResourcePrefixes"), list):
+        out["exclude_resource_prefixes"] = list(resources["excludeResourcePrefixes"])
+    listed = resources.get("transformations")
+    if isinstance(listed, list):
+        out["transformations"] = [
+            {k: v for k, v in (("input", t.get("input")), ("strategy", t.get("strategy")),
+                               ("outputs", t.get("outputs")), ("multiply_by", t.get("multiplyBy"))) if v is not None}
+            for t in listed if isinstance(t, dict)]
+    ignored += [f"resources.{k}" for k in sorted(resources) if k not in ("excludeResourcePrefixes", "transformations")]
+    return out
 
 
 _V1BETA1_STRATEGIES = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]

@@ -156,10 +156,11 @@ def _elector(args: argparse.Namespace, leases: KubeClient, health) -> LeaderElec
     return elector
 
 
-def settle(args: argparse.Namespace):  # -> kueued.config.Live | None
+def settle(args: argparse.Namespace):  # -> kueued.config_live.Live | None
     """``run``'s settings: its flags over ``--config FILE`` over the defaults, written back into ``args``
     (what the rest of ``run`` reads); the logging follows them.  A bad file raises ConfigError."""
-    from kueued.config import FLAGS, Live, load, with_flags
+    from kueued.config import FLAGS, load, with_flags
+    from kueued.config_live import Live
     flags = {dest: getattr(args, dest, None) for dest in FLAGS.values()}
     cfg = with_flags(load(args.config) if args.config is not None else DEFAULTS, flags)
     configure(level=cfg.log.level, format=cfg.log.format, daemon=True)

@@ -111,3 +111,35 @@ def test_the_scheduling_sections_become_a_kueue_configuration() -> None:
 
 def load_text(text: str) -> Config:
     return msgspec.toml.decode(text, type=Config)
+
+
+def test_the_resources_section_sets_what_quota_counts() -> None:
+    """[resources] is Kueue's Configuration ``resources``: an excluded prefix counts for nothing, a
+    transformation counts an input's units as its outputs (here the input is replaced)."""
+    cfg = load_text('[resources]\nexclude_resource_prefixes = ["example.com/"]\n'
+                    '[[resources.transformations]]\ninput = "nvidia.com/mig-1g.5gb"\nstrategy = "Replace"\n'
+                    'outputs = { "example.com/accelerator-memory" = "5Gi", "cpu" = 2 }\n')
+    manifest = configuration_manifest(cfg)
+    assert manifest is not None and manifest["resources"] == {
+        "excludeResourcePrefixes": ["example.com/"],
+        "transformations": [{"input": "nvidia.com/mig-1g.5gb", "strategy": "Replace",
+                             "outputs": {"example.com/accelerator-memory": "5Gi", "cpu": 2}}]}
+    world = World()
+    world.apply(manifest)
+    assert world.rejected == {}
+    assert list(world.settings.excluded_prefixes) == ["example.com/"]
+    (transformation,) = world.settings.transformations
+    assert transformation.input == "nvidia.com/mig-1g.5gb" and transformation.strategy == "Replace"
+
+
+@pytest.mark.parametrize("text, key, why", [
+    pytest.param('[[resources.transformations]]\ninput = "a"\nstrategy = "Swap"\n',
+                 "resources.transformations.strategy", "Invalid enum value 'Swap'", id="strategy"),
+    pytest.param('[[resources.transformations]]\ninput = "a"\noutputs = { b = "lots" }\n',
+                 "resources.transformations", "", id="quantity"),
+])
+def test_a_bad_transformation_is_refused_with_its_key(tmp_path: Path, text: str, key: str, why: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load(_write(tmp_path, text))
+    (problem,) = caught.value.problems
+    assert problem.key == key and why in problem.reason

@@ -50,6 +50,19 @@ def test_kueue_s_configuration_sets_what_the_two_share(tmp_path: Path) -> None:
     assert afs.resource_weights == {"nvidia.com/gpu": 2.0}
 
 
+def test_kueue_s_resources_section_is_read_not_ignored(tmp_path: Path) -> None:
+    """Quota counts a pod's requests as the cluster's Kueue did: its excluded prefixes and transformations."""
+    path = tmp_path / "controller_manager_config.yaml"
+    path.write_text(KUEUE + "resources:\n  excludeResourcePrefixes: [example.com/]\n  transformations:\n"
+                            "  - input: nvidia.com/mig-1g.5gb\n    strategy: Replace\n"
+                            "    outputs: {example.com/accelerator-memory: 5Gi}\n")
+    resources = load(path).resources
+    assert resources.exclude_resource_prefixes == ["example.com/"]
+    (t,) = resources.transformations
+    assert (t.input, t.strategy, t.outputs) == ("nvidia.com/mig-1g.5gb", "Replace",
+                                                 {"example.com/accelerator-memory": "5Gi"})
+
+
 def test_a_bad_duration_in_kueue_s_file_names_the_field_and_its_line(tmp_path: Path) -> None:
     path = tmp_path / "kueue.yaml"
     path.write_text(KUEUE.replace("leaseDuration: 20s", "leaseDuration: twenty"))
