@@ -11,7 +11,6 @@ whether the quota forest must be rebuilt or only a workload queued.
 
 from __future__ import annotations
 
-import difflib
 import enum
 from collections.abc import Callable
 from typing import Any
@@ -22,10 +21,10 @@ from kueued.echoes import older, same_to_the_scheduler
 from kueued.errors import FieldError
 from kueued.model import api
 from kueued.model.clock import rfc3339
-from kueued.model.quantity import QuantityError, parse
 from kueued.model.settings import Settings
-from kueued.model.validation import CONFIG_GROUP, KUEUE_GROUP, validate_object
+from kueued.model.validation import KUEUE_GROUP, validate_object
 from kueued.model.validation.configuration import parse_duration
+from kueued.model.validation.kinds import decode_error, kind_error, node_errors
 from kueued.model.validation.workload_gates import GATE_PRIORITY_BOOST, PRIORITY_BOOST, boost_of, enabled
 from kueued.scheduling.fairsharing import gates
 from kueued.scheduling.limitrange import Summary, summarize
@@ -43,28 +42,6 @@ class Change(enum.Enum):
     ELASTIC = "elastic"        # ElasticQuota groups, Nodes
 
 
-API_VERSIONS = {**{kind: KUEUE_GROUP for kind in api.KINDS}, "Configuration": CONFIG_GROUP,
-                "Namespace": "v1", "LimitRange": "v1", "Node": "v1", "ElasticQuota": "scheduling.sigs.k8s.io/v1alpha1"}
-"""Every kind World.apply takes, with its apiVersion; anything else is refused, never dropped silently
-(a typo such as ``ClusterQueu`` or an old ``v1beta1`` manifest must not vanish)."""
-
-
-def _type_error(kind: object, api_version: object) -> FieldError | None:
-    if kind is None or kind == "":
-        return FieldError("kind", "Required value: every manifest names its kind")
-    if not isinstance(kind, str):
-        return FieldError("kind", "Invalid value: must be a string")
-    if kind not in API_VERSIONS:
-        close = difflib.get_close_matches(kind, API_VERSIONS, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        return FieldError("kind", f'Unsupported value: "{kind[:100]}": {hint}kueued reads '
-                                  + ", ".join(sorted(API_VERSIONS)))
-    if api_version != API_VERSIONS[kind]:
-        what = "Required value" if api_version in (None, "") else f'Unsupported value: "{str(api_version)[:100]}"'
-        return FieldError("apiVersion", f"{what}: kueued reads {kind} as {API_VERSIONS[kind]}")
-    return None
-
-
 def _names_class(spec: WorkloadSpec, name: str) -> bool:
     ref = spec.obj.spec.priority_class_ref
     return ref is not None and ref.kind == "WorkloadPriorityClass" and ref.name == name
@@ -72,32 +49,6 @@ def _names_class(spec: WorkloadSpec, name: str) -> bool:
 
 def _finished(wl: api.Workload) -> bool:
     return any(c.type == "Finished" and c.status == "True" for c in wl.status.conditions)
-
-
-def _node_errors(manifest: dict[str, Any]) -> list[FieldError]:
-    """The API server's schema for what kueued reads of a Node: allocatable quantities."""
-    allocatable = (manifest.get("status") or {}).get("allocatable") or {}
-    if not isinstance(allocatable, dict):
-        return [FieldError("status.allocatable", "must be a map of resource name to quantity")]
-    errors = []
-    for resource, quantity in allocatable.items():
-        try:
-            if isinstance(quantity, bool):
-                raise QuantityError(quantity)
-            parse(quantity)
-        except QuantityError:
-            errors.append(FieldError(f"status.allocatable.{resource}", f'Invalid value: "{quantity}": '
-                                                                        "not a quantity"))
-    return errors
-
-
-def _decode_error(exc: msgspec.ValidationError) -> FieldError:
-    """A type the rules did not check, as the field it is in (msgspec says ``... - at `$.a.b[0]```)."""
-    text = str(exc)
-    message, _, where = text.rpartition(" - at `$")
-    if not message or not where.endswith("`"):
-        return FieldError("", text)
-    return FieldError(where[:-1].lstrip("."), f"Invalid value: {message}")
 
 
 class World:
@@ -134,16 +85,16 @@ class World:
         if key in self.raw and same_to_the_scheduler(self.raw[key], manifest):
             self.raw[key] = manifest  # the echo of kueued's own status write: nothing the scheduler reads moved
             return Change.NONE, key
-        kind_error = _type_error(kind, manifest.get("apiVersion"))
-        if kind_error is not None or not isinstance(manifest.get("metadata", {}), dict):
-            self.rejected[key] = str(kind_error or FieldError("metadata", "must be a mapping"))
+        refused = kind_error(kind, manifest.get("apiVersion"))
+        if refused is not None or not isinstance(manifest.get("metadata", {}), dict):
+            self.rejected[key] = str(refused or FieldError("metadata", "must be a mapping"))
             return Change.REJECTED, key
         old = self.raw.get(key)
         try:
             if kind == "ElasticQuota":
                 errors = self._validate_elastic(manifest, old)
             elif kind == "Node":
-                errors = _node_errors(manifest)
+                errors = node_errors(manifest)
             else:
                 errors = validate_object(manifest, old=old, feature_gates=self.settings.feature_gates)
                 if not errors and kind == "Workload":
@@ -152,12 +103,12 @@ class World:
             if not errors and kind in api.KINDS:
                 obj = api.decode(manifest)
             if not errors:
-                assert isinstance(kind, str)  # _type_error refused every other
+                assert isinstance(kind, str)  # kind_error refused every other
                 change = self._store(kind, key, manifest, obj)
                 self.raw[key] = manifest
                 return change, key
         except msgspec.ValidationError as exc:
-            errors = [_decode_error(exc)]
+            errors = [decode_error(exc)]
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             # A rule we did not anticipate: refuse the object, keep the daemon alive.
             errors = [FieldError("", f"cannot be read ({type(exc).__name__}: {exc})")]

@@ -47,9 +47,9 @@ from kueued.kube import shapes
 from kueued.kube.schema import structural
 from kueued.manifests import read_manifests
 from kueued.model import api
+from kueued.model.validation.kinds import API_VERSIONS
 from kueued.simulate import Report
 from kueued.table import render
-from kueued.world import API_VERSIONS
 from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
 from tests.reliability.conftest import record
 from tests.reliability.corpus.generate import write_big
