@@ -32,10 +32,12 @@ queues, they do not say how long ago "now" is.
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from actors.commits import commit_all
 from kueued.model.clock import rfc3339
 
 if TYPE_CHECKING:
@@ -101,24 +103,27 @@ class Deadlines:
         return min((due for due, _ in self._deadlines.values()), default=None)
 
     async def expire(self) -> bool:
-        """Deactivate every admitted workload whose time has run out (module notes); whether any was."""
+        """Deactivate every admitted workload whose time has run out (module notes); whether any was.
+        The writes go out together, as a round's evictions do (``commit_all``)."""
         if not self._deadlines or self.clock is None:
             return False
         now = self.clock()
-        due = [key for key, (at, _) in self._deadlines.items() if at <= now]
-        changed = False
-        for key in due:
+        due: list[tuple[str, float, WorkloadSpec, int]] = []
+        for key in [key for key, (at, _) in self._deadlines.items() if at <= now]:
             _, admitted_at = self._deadlines.pop(key)
             spec = self.world.workloads.get(key)
             placed = self.world.placed.get(key)
             limit = spec.obj.spec.maximum_execution_time_seconds if spec is not None else None
-            if (spec is None or placed is None or placed.at != admitted_at or limit is None
-                    or not spec.obj.spec.active or key in self._evicting):
-                continue  # gone, admitted again since, no longer limited, or already on its way out
-            if not await self.port.deactivate(key, reason=MAX_EXECUTION, message=MAX_EXECUTION_MESSAGE):
-                self._deadlines[key] = (now + RETRY, admitted_at)  # the Workload changed meanwhile
+            if (spec is not None and placed is not None and placed.at == admitted_at and limit is not None
+                    and spec.obj.spec.active and key not in self._evicting):
+                due.append((key, admitted_at, spec, limit))  # else gone, admitted again since, or on its way out
+        written = await commit_all(self.port, [
+            partial(self.port.deactivate, key, reason=MAX_EXECUTION, message=MAX_EXECUTION_MESSAGE)
+            for key, *_ in due])
+        for (key, admitted_at, spec, limit), ok in zip(due, written, strict=True):
+            if not ok:  # the Workload changed meanwhile, or this process may not write now
+                self._deadlines[key] = (now + RETRY, admitted_at)
                 continue
-            changed = True
             self._past.pop(key, None)  # Kueue clears the accumulated time as it deactivates
             log.info("workload_deactivated", workload=key, reason=MAX_EXECUTION, limit_seconds=limit)
             self._record_deactivation(key, MAX_EXECUTION, f"The maximum execution time ({limit}s) exceeded")
@@ -128,7 +133,7 @@ class Deadlines:
                 # evicts it (an in-process manifest carries no admission, so the new status shows none)
                 change, _ = self.world.apply(deactivated(manifest, MAX_EXECUTION, MAX_EXECUTION_MESSAGE))
                 await self._react(change, key, spec, self._tg, status_kept=False)
-        return changed
+        return any(written)
 
 
 def deactivated(manifest: dict[str, Any], reason: str, message: str) -> dict[str, Any]:

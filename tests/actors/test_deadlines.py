@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from actors.simulation import simulate, simulate_timed
 from tests.builders import workload
 from tests.test_timeline import one_queue, timed
@@ -60,3 +62,22 @@ def test_an_untimed_run_is_one_instant_in_which_no_limit_runs_out() -> None:
     assert report.workloads["ns/old"].state == "admitted"
     assert report.workloads["ns/new"].state == "admitted"
 
+
+
+def test_a_refused_deactivation_is_tried_again_a_second_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API refused the first write (the Workload changed meanwhile, or this process was not the
+    leader): the workload keeps its quota until the write is made, a second later."""
+    from kueued.timeline import TimelinePort
+
+    calls: list[str] = []
+
+    async def refuse_once(self: TimelinePort, workload: str, *, reason: str, message: str) -> bool:
+        calls.append(workload)
+        return len(calls) > 1
+
+    monkeypatch.setattr(TimelinePort, "deactivate", refuse_once)
+    run = simulate_timed([*one_queue("2"), limited(timed("long", at=0, runtime=100, cpu="2"), 3),
+                          timed("next", at=1, runtime=2, cpu="2")])
+    assert calls == ["ns/long", "ns/long"]
+    assert run.summary.workloads["ns/next"].admitted_ms == 4_000
+    assert run.report.workloads["ns/long"].state == "pending"
