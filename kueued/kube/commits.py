@@ -20,7 +20,7 @@ read Kueue's:
   Workload still says it is evicted: one admitted again since (a phase two that landed with
   its answer lost cleared the reservation) is not cleared again.
 - **Pending**: ``QuotaReserved=False`` with reason ``Pending`` and the sentence kueued already
-  builds, written only when it changes and at most once per ``pending_interval`` seconds
+  builds (with ``status.resourceRequests``, what each pod set asks, as Kueue's scheduler writes it), written only when it changes and at most once per ``pending_interval`` seconds
   per workload (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush,
   and one the Workload already shows (a restart) is not written again, unless a write to it was
   refused since (it may have landed: until one succeeds, what the Workload shows is unknown).
@@ -62,7 +62,7 @@ import structlog
 
 from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
-from kueued.kube.pending_reasons import pending_condition, requeued, reset_evictions, restarted
+from kueued.kube.pending_reasons import PENDING, pending_condition, requeued, reset_evictions, restarted
 from kueued.kube.port import Committed, Condition, count_commit
 from kueued.kube.workload_state import accumulated, admitted_to, evicted_for
 from kueued.kube.workload_state import released as reservation_cleared
@@ -156,6 +156,7 @@ class KubePort:
         conditions += reset_evictions(manifest) + restarted(manifest)
         body = self._status_body(manifest, conditions, conditional=True)
         body["status"]["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": assignments}
+        body["status"]["resourceRequests"] = None  # the assignments' resourceUsage says it now (Kueue clears it)
         if not await self._write(workload, body, what="admit", applied=partial(admitted_to, cluster_queue)):
             return False
         self._pending_written.pop(workload, None)
@@ -291,6 +292,8 @@ class KubePort:
             async with limiter:
                 condition = pending_condition(message)
                 body = self._status_body(manifest, [condition, *restarted(manifest, condition)], conditional=False)
+                if condition.reason == PENDING and (requests := self._resource_requests(workload)) is not None:
+                    body["status"]["resourceRequests"] = requests  # as Kueue's scheduler propagates them
                 if await self._write(workload, body, what="pending"):
                     self._pending_written[workload] = (message, now)
                     self._pending_doubt.discard(workload)
@@ -303,6 +306,14 @@ class KubePort:
             for item in due:
                 tg.start_soon(one, *item)
         return written
+
+    def _resource_requests(self, workload: str) -> list[dict[str, Any]] | None:
+        """Kueue's ``status.resourceRequests`` of a pending workload: each pod set's requests for all
+        its pods, as quota counts them (``PropagateResourceRequests``)."""
+        requests = self.requests_of(workload)
+        return None if requests is None else [
+            {"name": name, "resources": {res: format_milli(v, resource=res) for res, v in sorted(totals.items())}}
+            for name, _, totals in requests]
 
     # --- ElasticQuota --------------------------------------------------------------------------
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:

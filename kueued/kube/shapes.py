@@ -23,7 +23,7 @@ import msgspec
 from kueued.model import api
 
 __all__ = [
-    "Condition", "ResourceUsage", "FlavorUsage", "FairSharingStatus", "WorkloadStatus",
+    "Condition", "ResourceUsage", "FlavorUsage", "FairSharingStatus", "PodSetRequest", "WorkloadStatus",
     "ClusterQueueStatus", "CohortStatus", "LocalQueueStatus", "ElasticQuotaSpec",
     "ElasticQuotaStatus", "ElasticQuota",
 ]
@@ -59,11 +59,17 @@ class FairSharingStatus(_Shape):
     weighted_share: int = 0
 
 
+class PodSetRequest(_Shape):
+    name: str
+    resources: dict[str, api.Quantity] = {}
+
+
 class WorkloadStatus(_Shape):
     admission: api.Admission | None = None
     conditions: list[Condition] = []
     reclaimable_pods: list[api.ReclaimablePod] = []  # written by a job integration, read by the scheduler
     accumulated_past_execution_time_seconds: int | None = None  # what earlier admissions ran (KEP-3125)
+    resource_requests: list[PodSetRequest] = []  # a pending workload's requests, per pod set
 
 
 class ClusterQueueStatus(_Shape):

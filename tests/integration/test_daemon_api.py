@@ -68,8 +68,10 @@ def test_workloads_are_admitted_in_kueue_s_status_shape_and_the_rest_say_why(dae
     assert assignment == {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}}
     assert _condition(w1, "QuotaReserved")["status"] == "True"
     assert _condition(w1, "Admitted")["status"] == "True"
+    assert "resourceRequests" not in w1["status"]
     w3 = _workload(cluster, "team-a", "w3")
     assert "admission" not in w3["status"]
+    assert w3["status"]["resourceRequests"] == [{"name": "main", "resources": {"cpu": "2"}}]
     assert "cpu 4 used + 2 requested > 4 quota" in _condition(w3, "QuotaReserved")["message"]
 
     cluster.kubectl_run("delete", "workload", "-n", "team-a", "w1")

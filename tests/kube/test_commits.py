@@ -236,3 +236,20 @@ async def test_a_drained_workload_whose_queue_runs_again_is_marked_requeued_by_t
     await port.flush_pending()
     requeued = next(c for c in client.writes[-1][2]["status"]["conditions"] if c["type"] == "Requeued")
     assert (requeued["status"], requeued["reason"]) == ("True", "ClusterQueueRestarted")
+
+
+async def test_a_pending_workload_shows_its_requests_and_an_admission_clears_them() -> None:
+    """Kueue's scheduler writes ``status.resourceRequests`` (each pod set's requests for all its pods)
+    beside the Pending condition, and clears it once the admission's resourceUsage says it."""
+    port, client = _port(_workload(), [100.0])
+    port.pending("ns/w", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor x")
+    assert await port.flush_pending() == 1
+    status = client.writes[-1][2]["status"]
+    assert status["resourceRequests"] == [{"name": "main", "resources": {"cpu": "3"}}]
+    port.pending("ns/w", "LocalQueue lq doesn't exist")  # the workload controller's reason: no requests
+    port._pending_written.clear()
+    assert await port.flush_pending() == 1
+    assert "resourceRequests" not in client.writes[-1][2]["status"]
+    assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}},
+                            usage={("default", "cpu"): 3000})
+    assert client.writes[-1][2]["status"]["resourceRequests"] is None  # a merge patch's delete
