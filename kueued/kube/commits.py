@@ -20,9 +20,10 @@ read Kueue's:
   Workload still says it is evicted: one admitted again since (a phase two that landed with
   its answer lost cleared the reservation) is not cleared again.
 - **Pending**: ``QuotaReserved=False`` with reason ``Pending`` and the sentence kueued already
-  builds (with ``status.resourceRequests``, what each pod set asks, as Kueue's scheduler writes it), written only when it changes and at most once per ``pending_interval`` seconds
-  per workload (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush,
-  and one the Workload already shows (a restart) is not written again, unless a write to it was
+  builds (with ``status.resourceRequests``, what each pod set asks, as Kueue's scheduler writes
+  it), written only when it changes and at most once per ``pending_interval`` seconds per workload
+  (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush, and one the
+  Workload already shows (a restart) is not written again, unless a write to it was
   refused since (it may have landed: until one succeeds, what the Workload shows is unknown).
 - **Deactivation** of a workload out of time (``actors.deadlines``): the ``DeactivationTarget``
   condition, then ``spec.active: false``; an eviction's second phase adds the seconds the admission
@@ -62,7 +63,7 @@ import structlog
 
 from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
-from kueued.kube.pending_reasons import PENDING, pending_condition, requeued, reset_evictions, restarted
+from kueued.kube.pending_reasons import PENDING, already_shown, pending_condition, requeued, reset_evictions, restarted
 from kueued.kube.port import Committed, Condition, count_commit
 from kueued.kube.workload_state import accumulated, admitted_to, evicted_for
 from kueued.kube.workload_state import released as reservation_cleared
@@ -279,8 +280,7 @@ class KubePort:
             manifest = self.manifest_of(workload)
             if manifest is None or _dict(manifest.get("status")).get("admission"):
                 continue  # gone, or admitted meanwhile (an echo not seen yet): no pending condition over it
-            if workload not in self._pending_doubt and (_pending_says(manifest, message)  # a restart
-                                                        or _evicted_already(manifest, message)):
+            if workload not in self._pending_doubt and already_shown(manifest, message):  # a restart
                 self._pending_written[workload] = (message, now)
                 continue
             due.append((workload, message, manifest))
@@ -392,19 +392,3 @@ def in_doubt(exc: ApiError) -> bool:
     reset connection, a timeout), or a 500 or 504, which the API server sends when its store
     did not answer in time though it may still apply the write."""
     return exc.status in (None, 500, 504)
-
-
-def _evicted_already(manifest: dict[str, Any], message: str) -> bool:
-    """A deactivated workload's Evicted condition is set only if it is not on already (Kueue's
-    workload controller): a drain's reason (DeactivatedDueTo...) is not overwritten."""
-    listed = _dict(manifest.get("status")).get("conditions")
-    return pending_condition(message).type == "Evicted" and isinstance(listed, list) and any(
-        isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True" for c in listed)
-
-
-def _pending_says(manifest: dict[str, Any], message: str) -> bool:
-    listed = _dict(manifest.get("status")).get("conditions")
-    want = pending_condition(message)
-    return isinstance(listed, list) and any(
-        isinstance(c, dict) and c.get("type") == want.type and c.get("status") == want.status
-        and c.get("reason") == want.reason and c.get("message") == want.message for c in listed)

@@ -32,7 +32,7 @@ from typing import Any
 from kueued.kube.port import Condition
 
 __all__ = ["PENDING", "INADMISSIBLE", "ADMISSION_GATED", "DEACTIVATED", "kueue_condition", "pending_condition",
-           "requeued", "reset_evictions", "restarted"]
+           "requeued", "reset_evictions", "restarted", "already_shown"]
 
 PENDING = "Pending"
 INADMISSIBLE = "Inadmissible"
@@ -103,6 +103,20 @@ def pending_condition(message: str) -> Condition:
     if reason == DEACTIVATED:
         return Condition("Evicted", "True", reason, text)
     return Condition("QuotaReserved", "False", reason, text)
+
+
+def already_shown(manifest: dict[str, Any], message: str) -> bool:
+    """Whether the Workload already says why it waits, so nothing need be written: its condition for
+    ``message`` is there as it would be written (a restart), or ``message`` is a deactivation and the
+    workload is evicted already (Kueue's workload controller sets Evicted only if it is not on: a
+    drain's reason, ``DeactivatedDueTo...``, is not overwritten)."""
+    want = pending_condition(message)
+    for c in _conditions(manifest):
+        if c.get("type") != want.type or c.get("status") != want.status:
+            continue
+        if want.type == "Evicted" or (c.get("reason"), c.get("message")) == (want.reason, want.message):
+            return True
+    return False
 
 
 def _conditions(manifest: dict[str, Any]) -> list[dict[str, Any]]:
