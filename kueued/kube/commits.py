@@ -25,6 +25,8 @@ read Kueue's:
   (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush, and one the
   Workload already shows (a restart) is not written again, unless a write to it was
   refused since (it may have landed: until one succeeds, what the Workload shows is unknown).
+- Every eviction counts in ``status.schedulingStats.evictions`` (by reason and underlying cause,
+  as Kueue's ``workloadEvictionStateInc``).
 - **Deactivation** of a workload out of time (``actors.deadlines``): the ``DeactivationTarget``
   condition, then ``spec.active: false``; an eviction's second phase adds the seconds the admission
   ran to ``accumulatedPastExecutionTimeSeconds``, as Kueue's ``SyncAdmittedCondition`` does.
@@ -65,7 +67,7 @@ from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.pending_reasons import PENDING, already_shown, pending_condition, requeued, reset_evictions, restarted
 from kueued.kube.port import Committed, Condition, count_commit
-from kueued.kube.workload_state import accumulated, admitted_to, evicted_for
+from kueued.kube.workload_state import accumulated, admitted_to, evicted_for, evictions_counted
 from kueued.kube.workload_state import released as reservation_cleared
 from kueued.model.clock import rfc3339
 from kueued.model.quantity import format_milli
@@ -185,8 +187,10 @@ class KubePort:
                       else [Condition("Evicted", "True", reason, message)])
         # a deactivated workload's DeactivationTarget goes as it is evicted (Kueue's workload controller)
         drop = ("DeactivationTarget",) if reason.startswith("Deactivated") else ()
-        if not await self._write(workload, self._status_body(manifest, conditions, conditional=True, drop=drop),
-                                 what="evict", applied=partial(evicted_for, message)):
+        body = self._status_body(manifest, conditions, conditional=True, drop=drop)
+        counted = evictions_counted(manifest, "Preempted" if preempted else reason)
+        body["status"]["schedulingStats"] = {"evictions": counted}
+        if not await self._write(workload, body, what="evict", applied=partial(evicted_for, message)):
             return False
         self._committed(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
         self._evicting[workload] = message

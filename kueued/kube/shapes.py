@@ -23,7 +23,8 @@ import msgspec
 from kueued.model import api
 
 __all__ = [
-    "Condition", "ResourceUsage", "FlavorUsage", "FairSharingStatus", "PodSetRequest", "WorkloadStatus",
+    "Condition", "ResourceUsage", "FlavorUsage", "FairSharingStatus", "PodSetRequest", "SchedulingStats",
+    "SchedulingStatsEviction", "WorkloadStatus",
     "ClusterQueueStatus", "CohortStatus", "LocalQueueStatus", "ElasticQuotaSpec",
     "ElasticQuotaStatus", "ElasticQuota",
 ]
@@ -64,12 +65,23 @@ class PodSetRequest(_Shape):
     resources: dict[str, api.Quantity] = {}
 
 
+class SchedulingStatsEviction(_Shape):
+    reason: str
+    underlying_cause: str = ""
+    count: int = 0
+
+
+class SchedulingStats(_Shape):
+    evictions: list[SchedulingStatsEviction] = []
+
+
 class WorkloadStatus(_Shape):
     admission: api.Admission | None = None
     conditions: list[Condition] = []
     reclaimable_pods: list[api.ReclaimablePod] = []  # written by a job integration, read by the scheduler
     accumulated_past_execution_time_seconds: int | None = None  # what earlier admissions ran (KEP-3125)
     resource_requests: list[PodSetRequest] = []  # a pending workload's requests, per pod set
+    scheduling_stats: SchedulingStats | None = None  # evictions counted by reason
 
 
 class ClusterQueueStatus(_Shape):

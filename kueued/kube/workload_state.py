@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = ["condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid", "admitted_to", "evicted_for",
-           "released", "accumulated"]
+           "released", "accumulated", "evictions_counted"]
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -103,3 +103,19 @@ def accumulated(workload: dict[str, Any], now: float) -> int | None:
         return None
     held = _dict(workload.get("status")).get("accumulatedPastExecutionTimeSeconds")
     return (held if isinstance(held, int) else 0) + int(max(0.0, now - began.timestamp()))
+
+
+def evictions_counted(workload: dict[str, Any], reason: str) -> list[dict[str, Any]]:
+    """``status.schedulingStats.evictions`` with one more eviction for ``reason`` (Kueue's
+    ``workloadEvictionStateInc``): entries by (reason, underlyingCause); a deactivation with a cause
+    (``DeactivatedDueToX``) counts under reason ``Deactivated``, cause ``X``."""
+    base, _, cause = reason.partition("DueTo") if reason.startswith("DeactivatedDueTo") else (reason, "", "")
+    stats = _dict(_dict(workload.get("status")).get("schedulingStats"))
+    entries = [dict(e) for e in map(_dict, _list(stats.get("evictions"))) if e.get("reason")]
+    for entry in entries:
+        if (entry.get("reason"), entry.get("underlyingCause", "")) == (base, cause):
+            count = entry.get("count")
+            entry["count"] = (count if isinstance(count, int) else 0) + 1
+            return entries
+    entries.append({"reason": base, "count": 1, **({"underlyingCause": cause} if cause else {})})
+    return entries

@@ -107,6 +107,7 @@ def test_preemption_evicts_in_two_phases_and_admits_the_preemptor(daemon: Daemon
     assert "admission" not in low["status"]
     assert _condition(low, "Evicted")["reason"] == "Preempted"
     assert _condition(low, "Preempted")["reason"] == "InClusterQueue"
+    assert low["status"]["schedulingStats"] == {"evictions": [{"reason": "Preempted", "count": 1}]}
     assert _condition(low, "QuotaReserved")["status"] == "False"
     # the watch brings both phases of low's eviction back: neither charges its quota again, so the
     # queue holds what high holds (2 cpu) and low waits (before, low's quota leaked: 4 of 2 held)

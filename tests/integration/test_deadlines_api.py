@@ -30,6 +30,8 @@ def test_a_workload_out_of_time_is_deactivated_evicted_and_its_quota_freed(daemo
         "The workload is deactivated due to exceeding the maximum execution time")
     assert _condition(wl, "DeactivationTarget") is None  # taken off as it was evicted
     assert "admission" not in wl["status"]
+    assert wl["status"]["schedulingStats"]["evictions"] == [
+        {"reason": "Deactivated", "underlyingCause": "MaximumExecutionTimeExceeded", "count": 1}]
     assert 2 <= wl["status"]["accumulatedPastExecutionTimeSeconds"] <= 6  # the seconds it was admitted
     reasons = {(e["type"], e["reason"], e["message"]) for e in cluster.kubectl_json(
         "get", "events", "-n", "team-x", "--field-selector", "involvedObject.name=limited")["items"]}

@@ -92,3 +92,17 @@ async def test_a_deactivated_workload_active_again_is_marked_requeued_by_the_rea
     await port.flush_pending()
     assert "Requeued" not in {c["type"] for w in client.writes for c in w[2]["status"]["conditions"]
                               if c.get("status") == "True"}
+
+
+async def test_every_eviction_is_counted_by_reason_and_cause() -> None:
+    """Kueue's ``status.schedulingStats.evictions``: one entry per (reason, underlyingCause), counted up."""
+    stats = {"evictions": [{"reason": "Preempted", "count": 2}]}
+    port, client = _port(_workload(schedulingStats=stats, admission={"clusterQueue": "cq"}), [0.0])
+    assert await port.evict("ns/w", cluster_queue="cq", reason="InClusterQueue", message="m1")
+    assert client.writes[0][2]["status"]["schedulingStats"] == {"evictions": [{"reason": "Preempted", "count": 3}]}
+    port, client = _port(_workload(schedulingStats=stats), [0.0])
+    assert await port.evict("ns/w", cluster_queue="cq", reason="DeactivatedDueToMaximumExecutionTimeExceeded",
+                            message="m2", preempted=False)
+    assert client.writes[0][2]["status"]["schedulingStats"]["evictions"] == [
+        {"reason": "Preempted", "count": 2},
+        {"reason": "Deactivated", "underlyingCause": "MaximumExecutionTimeExceeded", "count": 1}]
