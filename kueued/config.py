@@ -4,7 +4,8 @@ Where a setting comes from, strongest first: a command-line flag, the file given
 ``kueued run --config FILE``, the defaults of the Structs below (the only place they are
 written; the flags' help and ``config/kueued.toml`` quote them).  Keys are snake_case, as
 the Structs' fields, in the tables ``[kube] [metrics] [leader_election] [fair_sharing]
-[admission_fair_sharing] [elastic_quota] [feature_gates] [resources] [log] [daemon]``; durations are
+[admission_fair_sharing] [elastic_quota] [feature_gates] [resources] [object_retention] [log]
+[daemon]``; durations are
 seconds (a number), as the flags take them.
 
 The file is decoded strictly (msgspec, ``forbid_unknown_fields``): an unknown key or a bad
@@ -12,7 +13,7 @@ value is a :class:`ConfigError` naming the key and ``FILE:LINE``.  msgspec says 
 document (``$.metrics.port``); :func:`line_of` finds that key in the text.
 
 The scheduling sections (fair sharing, admission fair sharing, elastic quota, feature gates,
-the resources quota counts)
+the resources quota counts, object retention)
 stand for a Kueue ``Configuration`` (:func:`configuration_manifest`): the daemon applies it
 through the World's door as any Configuration object, so a reload takes the same path, and a
 Configuration among the watched objects (the manifest directory, the cluster) wins over it as a
@@ -108,6 +109,13 @@ class Resources(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen
     transformations: list[Transformation] = []
 
 
+class ObjectRetention(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Kueue's ``objectRetentionPolicies.workloads`` (seconds; absent: kept for good)."""
+
+    workloads_after_finished: Seconds | None = None
+    workloads_after_deactivated_by_kueue: Seconds | None = None
+
+
 class Log(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING"
     format: Literal["auto", "json", "console"] = "auto"  # auto: JSON lines for `run` off a terminal
@@ -129,6 +137,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tr
     elastic_quota: ElasticQuota = msgspec.field(default_factory=ElasticQuota)
     feature_gates: dict[str, bool] = {}
     resources: Resources = msgspec.field(default_factory=Resources)
+    object_retention: ObjectRetention = msgspec.field(default_factory=ObjectRetention)
     log: Log = msgspec.field(default_factory=Log)
     daemon: Daemon = msgspec.field(default_factory=Daemon)
 
@@ -183,7 +192,10 @@ _KUEUE_KEYS = {"fairSharing.preemptionStrategies": "fair_sharing.preemption_stra
                "admissionFairSharing.resourceWeights": "admission_fair_sharing.resource_weights",
                "elasticQuota.delayEvictTime": "elastic_quota.delay_evict_time", "featureGates": "feature_gates",
                "resources.excludeResourcePrefixes": "resources.exclude_resource_prefixes",
-               "resources.transformations": "resources.transformations"}
+               "resources.transformations": "resources.transformations",
+               "objectRetentionPolicies.workloads.afterFinished": "object_retention.workloads_after_finished",
+               "objectRetentionPolicies.workloads.afterDeactivatedByKueue":
+                   "object_retention.workloads_after_deactivated_by_kueue"}
 
 
 def load(path: Path) -> Config:
@@ -310,7 +322,8 @@ def with_flags(config: Config, flags: Mapping[str, Any]) -> Config:
 def configuration_manifest(config: Config) -> dict[str, Any] | None:
     """The Kueue Configuration the scheduling sections stand for; None when they are all defaults."""
     if (config.fair_sharing.enabled, config.admission_fair_sharing.enabled, config.elastic_quota,
-            config.feature_gates, config.resources) == (False, False, DEFAULTS.elastic_quota, {}, DEFAULTS.resources):
+            config.feature_gates, config.resources, config.object_retention) == (
+                False, False, DEFAULTS.elastic_quota, {}, DEFAULTS.resources, DEFAULTS.object_retention):
         return None
     out: dict[str, Any] = {"apiVersion": CONFIG_GROUP, "kind": "Configuration"}
     if config.fair_sharing.enabled:
@@ -328,6 +341,11 @@ def configuration_manifest(config: Config) -> dict[str, Any] | None:
                             "transformations": [{"input": t.input, "strategy": t.strategy, "outputs": dict(t.outputs),
                                                  **({"multiplyBy": t.multiply_by} if t.multiply_by else {})}
                                                 for t in config.resources.transformations]}
+    retention = config.object_retention
+    if retention != DEFAULTS.object_retention:
+        out["objectRetentionPolicies"] = {"workloads": {k: f"{v:g}s" for k, v in (
+            ("afterFinished", retention.workloads_after_finished),
+            ("afterDeactivatedByKueue", retention.workloads_after_deactivated_by_kueue)) if v is not None}}
     return out
 
 

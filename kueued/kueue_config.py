@@ -18,6 +18,8 @@ its ``preemptionStrategies``
 ``featureGates``                                    ``[feature_gates]``
 ``resources.excludeResourcePrefixes`` and           ``[resources] exclude_resource_prefixes`` and
 ``resources.transformations``                       ``[[resources.transformations]]``
+``objectRetentionPolicies.workloads.afterFinished`` ``[object_retention] workloads_after_finished``
+and ``.afterDeactivatedByKueue``                    and ``workloads_after_deactivated_by_kueue`` (seconds)
 ==================================================  ====================================================
 
 Everything else (``integrations``, ``waitForPodsReady``, ``webhook``, ``health``, ...) is
@@ -36,7 +38,7 @@ __all__ = ["GROUP", "is_kueue_configuration", "settings_from", "yaml_line"]
 
 GROUP = "config.kueue.x-k8s.io/"
 _READ = {"apiVersion", "kind", "namespace", "metrics", "leaderElection", "fairSharing", "admissionFairSharing",
-         "featureGates", "resources"}
+         "featureGates", "resources", "objectRetentionPolicies"}
 
 
 def is_kueue_configuration(doc: object) -> bool:
@@ -77,6 +79,15 @@ def settings_from(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[
     resources = doc.get("resources")
     if isinstance(resources, dict):
         out["resources"] = _resources(resources, ignored)
+    retention = (doc.get("objectRetentionPolicies") or {}).get("workloads") \
+        if isinstance(doc.get("objectRetentionPolicies"), dict) else None
+    if isinstance(retention, dict):
+        out["object_retention"] = {
+            key: seconds for field, key in (("afterFinished", "workloads_after_finished"),
+                                            ("afterDeactivatedByKueue", "workloads_after_deactivated_by_kueue"))
+            if retention.get(field) is not None
+            and (seconds := _seconds(retention[field], f"objectRetentionPolicies.workloads.{field}", problems))
+            is not None}
     return out, ignored, problems
 
 

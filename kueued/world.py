@@ -51,6 +51,10 @@ def _finished(wl: api.Workload) -> bool:
     return any(c.type == "Finished" and c.status == "True" for c in wl.status.conditions)
 
 
+def _seconds(duration: str | None) -> float | None:
+    return None if duration is None else parse_duration(duration)
+
+
 class World:
     def __init__(self) -> None:
         self.raw: dict[str, dict[str, Any]] = {}
@@ -286,6 +290,10 @@ class World:
         if cfg.resources is not None:
             s.excluded_prefixes = tuple(cfg.resources.exclude_resource_prefixes)
             s.transformations = tuple(cfg.resources.transformations)
+        retention = cfg.object_retention_policies.workloads if cfg.object_retention_policies else None
+        if retention is not None:
+            s.retain_finished = _seconds(retention.after_finished)
+            s.retain_deactivated = _seconds(retention.after_deactivated_by_kueue)
         if cfg.elastic_quota is not None and cfg.elastic_quota.delay_evict_time:
             s.delay_evict_time = parse_duration(cfg.elastic_quota.delay_evict_time)
         self.settings = s

@@ -86,6 +86,7 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
     from kueued.kube.fencing import FencedClient, FencedPort, FencedStatus, run_while_leading
     from kueued.kube.jobs import JobController
     from kueued.kube.port import StatusPublisher
+    from kueued.kube.retention import Retention
     from kueued.kube.status_publisher import STATUS_WRITES_PER_SECOND, TreeStatusPublisher
     from kueued.kube.watch import ClusterSource
     from kueued.world import World
@@ -111,6 +112,7 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
     if elector is not None:
         status = FencedStatus(status, elector)  # a follower does not even try (nor log a refusal per object)
     jobs = JobController(client, events=recorder) if args.job_integration and elector is None else None
+    retention = Retention(writes, world, events=recorder)
     async with client, anyio.create_task_group() as tg:
         if elector is not None:
             await tg.start(elector.run)  # its first try is done: leader or follower from the start
@@ -121,6 +123,10 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
         elif args.job_integration and elector is not None:  # Kueue's way: only the leader runs controllers
             tg.start_soon(partial(run_while_leading, elector, lambda: JobController(writes, events=recorder).run(),
                                   name="job controller"), name="job controller")
+        if elector is None:
+            tg.start_soon(retention.run, name="retention")
+        else:  # only the leader deletes, as only the leader runs Kueue's controllers
+            tg.start_soon(partial(run_while_leading, elector, retention.run, name="retention"), name="retention")
         await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status,
                          health=health, elected=elector is not None, config=args.live)
         if jobs is not None:

@@ -188,8 +188,11 @@ class KubeClient:
         namespace = (body.get("metadata") or {}).get("namespace")
         return _complete(await self._call("POST", k.path(namespace), body=_complete(dict(body), k)), k)
 
-    async def delete(self, kind: Kind | str, namespace: str | None, name: str) -> None:
-        await self._call("DELETE", manifest_kind(kind).path(namespace, name))
+    async def delete(self, kind: Kind | str, namespace: str | None, name: str, *,
+                     propagation: str | None = None) -> None:
+        """``propagation``: the dependents' fate (``Background``: deleted after the object), else the kind's default."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation} if propagation else None
+        await self._call("DELETE", manifest_kind(kind).path(namespace, name), body=body)
 
     async def patch(self, kind: Kind | str, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch on the object (labels, annotations, spec)."""

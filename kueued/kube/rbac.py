@@ -61,7 +61,8 @@ RULES: tuple[Rule, ...] = (
     Rule(KUEUE_GROUP, ("workloads",), ("create", "patch", "delete"),
          "Job integration: creates, patches and deletes the Workload that stands for a Job; "
          "release_finalizers: Kueue's resource-in-use finalizer off a deleted Workload; "
-         "KubePort.deactivate: spec.active false once a maximum execution time runs out"),
+         "KubePort.deactivate: spec.active false once a maximum execution time runs out; "
+         "Retention.sweep: deletes a finished Workload (objectRetentionPolicies)"),
     # The ElasticQuota watch, then KubePort.annotate_quota: Koordinator's request/runtime
     # annotations are metadata, so they are a merge patch of the object itself (KubeClient.patch).
     Rule(KOORDINATOR_GROUP, ("elasticquotas",), (*_WATCH, "patch"),
@@ -81,8 +82,9 @@ RULES: tuple[Rule, ...] = (
     # The Job integration (kube/jobs.py): suspend a Job until admitted, then unsuspend it with
     # the flavors' node selector and tolerations; suspend it again and restore its template on
     # eviction (merge patches, never a PUT).
-    Rule("batch", ("jobs",), ("get", "list", "watch", "patch"),
-         "Job integration: watches Jobs, suspends and unsuspends them, injects node selectors"),
+    Rule("batch", ("jobs",), ("get", "list", "watch", "patch", "delete"),
+         "Job integration: watches Jobs, suspends and unsuspends them, injects node selectors; "
+         "Retention.sweep: deletes the Job of a Workload Kueue deactivated (objectRetentionPolicies)"),
     # A stopped Job's template may change only once status.startTime is cleared (the API server's rule
     # for a suspended Job's scheduling directives); Kueue clears it the same way.
     Rule("batch", ("jobs/status",), ("patch",),

@@ -9,7 +9,8 @@ import msgspec
 from kueued.model.api_base import ObjectMeta, Quantity, _Base
 
 __all__ = ["AdmissionFairSharingConfig", "Configuration", "ElasticQuotaConfig", "FairSharingConfig",
-           "RequeuingStrategy", "ResourcesConfig", "ResourceTransformation", "WaitForPodsReady"]
+           "ObjectRetentionPolicies", "RequeuingStrategy", "ResourcesConfig", "ResourceTransformation",
+           "WaitForPodsReady", "WorkloadRetention"]
 
 
 class FairSharingConfig(_Base):
@@ -51,6 +52,17 @@ class ResourcesConfig(_Base):
     transformations: list[ResourceTransformation] = []
 
 
+class WorkloadRetention(_Base):
+    """Kueue's ``objectRetentionPolicies.workloads`` (Go durations; absent: kept for good)."""
+
+    after_finished: str | None = None
+    after_deactivated_by_kueue: str | None = None
+
+
+class ObjectRetentionPolicies(_Base):
+    workloads: WorkloadRetention | None = None
+
+
 class Configuration(_Base):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     resources: ResourcesConfig | None = None
@@ -58,4 +70,5 @@ class Configuration(_Base):
     fair_sharing: FairSharingConfig | None = None
     admission_fair_sharing: AdmissionFairSharingConfig | None = None
     elastic_quota: ElasticQuotaConfig | None = None
+    object_retention_policies: ObjectRetentionPolicies | None = None
     feature_gates: dict[str, bool] = {}

@@ -34,3 +34,7 @@ class Settings(msgspec.Struct, kw_only=True):
     # resources.excludeResourcePrefixes and resources.transformations: what a pod's requests count as
     excluded_prefixes: tuple[str, ...] = ()
     transformations: tuple[api.ResourceTransformation, ...] = ()
+    # objectRetentionPolicies.workloads (kueued.kube.retention): seconds a finished Workload, and the Job
+    # of a Workload Kueue deactivated, are kept before they are deleted; None keeps them for good
+    retain_finished: float | None = None
+    retain_deactivated: float | None = None

@@ -143,3 +143,14 @@ def test_a_bad_transformation_is_refused_with_its_key(tmp_path: Path, text: str,
         load(_write(tmp_path, text))
     (problem,) = caught.value.problems
     assert problem.key == key and why in problem.reason
+
+
+def test_object_retention_becomes_kueue_s_policy() -> None:
+    cfg = load_text("[object_retention]\nworkloads_after_finished = 3600\nworkloads_after_deactivated_by_kueue = 0\n")
+    manifest = configuration_manifest(cfg)
+    assert manifest is not None and manifest["objectRetentionPolicies"] == {
+        "workloads": {"afterFinished": "3600s", "afterDeactivatedByKueue": "0s"}}
+    world = World()
+    world.apply(manifest)
+    assert (world.settings.retain_finished, world.settings.retain_deactivated) == (3600.0, 0.0)
+    assert World().settings.retain_finished is None  # by default everything is kept

@@ -63,6 +63,13 @@ def test_kueue_s_resources_section_is_read_not_ignored(tmp_path: Path) -> None:
                                                  {"example.com/accelerator-memory": "5Gi"})
 
 
+def test_kueue_s_object_retention_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "controller_manager_config.yaml"
+    path.write_text(KUEUE + "objectRetentionPolicies:\n  workloads:\n    afterFinished: 1h\n")
+    retention = load(path).object_retention
+    assert (retention.workloads_after_finished, retention.workloads_after_deactivated_by_kueue) == (3600.0, None)
+
+
 def test_a_bad_duration_in_kueue_s_file_names_the_field_and_its_line(tmp_path: Path) -> None:
     path = tmp_path / "kueue.yaml"
     path.write_text(KUEUE.replace("leaseDuration: 20s", "leaseDuration: twenty"))

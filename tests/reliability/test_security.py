@@ -59,6 +59,8 @@ DYNAMIC: dict[tuple[str, str], tuple[frozenset[Kind], str]] = {
                                            "the tree status and Accepted conditions: STATUS_KINDS only"),
     ("KubeLeases", "kind"): (frozenset({LEASE}), "KubeLeases serves the LeaderElector, which names LEASE only"),
     ("finalizers", "kind"): (frozenset(KINDS[k] for k in PATCHED_KINDS), "Kueue's finalizer: PATCHED_KINDS only"),
+    ("Retention", "kind"): (frozenset({KINDS["Workload"], JOB}),
+                            "object retention deletes a finished Workload or the Job of one Kueue deactivated"),
 }
 """Call sites whose kind is computed: (the class they are in, the kind expression) -> (the kinds it can be, why)."""
 
