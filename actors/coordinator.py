@@ -218,9 +218,8 @@ class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
                 self.port.resume_eviction(key, evicted.message)
             return
         why = held_back(self.world, spec)
-        if why:  # deactivated, or its LocalQueue stopped: it waits outside the queues
-            self._taken.discard(key)
-            self.unrouted[key] = why
+        if why:  # deactivated, or its LocalQueue stopped: it waits outside the queues (still taken: an
+            self.unrouted[key] = why  # admission this version's status carries was had, never adopted again)
             if history is not None:
                 self._left[key] = history
             return

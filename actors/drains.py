@@ -138,9 +138,8 @@ class Drains:
         if not why and (routed == cq_name or unrouted == "elastic"):
             return
         self._left.update(await actor.ask(Forget(frozenset({key}))))
-        if why:
-            self._taken.discard(key)
-            self.unrouted[key] = why
-        else:  # still taken: the admission its status carried is not adopted again
+        if why:  # still taken either way: the admission its status carried is not adopted again (once
+            self.unrouted[key] = why  # it was, every change to the tree evicted it anew)
+        else:
             await self._place(spec, self._left.pop(key, None))
 

@@ -124,3 +124,26 @@ def test_with_the_gate_off_the_annotation_holds_nothing_back() -> None:
         engine.apply(_gated(workload("gated", "ns", "lq", cpu="1"), "example.com/a"))
         engine.run()
         assert set(world.placed) == {"ns/gated"}
+
+
+def test_a_deactivated_workload_is_evicted_once_however_often_the_tree_changes_after() -> None:
+    """Deactivated while admitted (its version still carries the admission, as a cluster's does), it is
+    evicted once.  The tree changing later must not adopt that stale admission again and evict again
+    (found on a cluster: every ClusterQueue edit evicted every workload deactivated since the start)."""
+    world, port = _world(), InMemoryPort()
+    admitted = workload("w", "ns", "lq", cpu="1", created=1)
+    admitted["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}]},
+        "conditions": [{"type": t, "status": "True", "reason": t, "lastTransitionTime": "2026-01-01T00:00:05Z"}
+                       for t in ("QuotaReserved", "Admitted")]}
+    with LiveEngine(world, port=port) as engine:
+        engine.apply(admitted)
+        engine.run()
+        assert set(world.placed) == {"ns/w"}
+        engine.apply(_inactive(admitted))
+        engine.run()
+        for cpu in ("3", "4"):  # two ClusterQueue edits: each rebuilds the tree and places every workload
+            engine.apply(cluster_queue("cq", quotas("default", cpu=cpu)))
+            engine.run()
+        assert _evictions(port) == [("ns/w", "Deactivated")]
+        assert world.placed == {} and "deactivated" in engine.unrouted["ns/w"]

@@ -277,6 +277,7 @@ def test_cluster_role_reads_every_kind_and_writes_only_status_annotations_finali
         ("kueue.x-k8s.io", "clusterqueues", "patch"), ("kueue.x-k8s.io", "resourceflavors", "patch"),
         ("", "events", "create"),
         ("batch", "jobs", "patch"), ("batch", "jobs/status", "patch"), ("batch", "jobs/finalizers", "update"),
+        ("batch", "jobs", "delete"),  # object retention: the Job of a Workload Kueue deactivated
     }
     assert not any(g[1] == "leases" for g in grants)  # leases only in kueued's namespace
     assert {("", "namespaces", "watch"), ("", "nodes", "list")} <= grants
