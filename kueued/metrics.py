@@ -59,6 +59,18 @@ DRAINED = frozenset({"Deactivated", "ClusterQueueStopped", "LocalQueueStopped"})
 """Evictions that are not preemptions (``actors.drains``), counted under their own reason."""
 """The ``Evicted`` condition's reason on every eviction kueued writes (Kueue's WorkloadEvictedByPreemption)."""
 
+DEACTIVATED_DUE_TO = "DeactivatedDueTo"
+
+
+def _eviction_labels(reason: str) -> tuple[str, str]:
+    """(reason, underlying_cause) of an eviction, as Kueue reports it: a drain's reason is the Evicted
+    condition's, a deactivation with a cause (``DeactivatedDueToX``) is ``Deactivated`` caused by ``X``,
+    anything else a preemption's ``Preempted``."""
+    if reason.startswith(DEACTIVATED_DUE_TO):
+        return "Deactivated", reason[len(DEACTIVATED_DUE_TO):]
+    return (reason if reason in DRAINED else EVICTED_BY_PREEMPTION), ""
+
+
 CQ_STATUSES = ("pending", "active", "terminating")
 
 
@@ -140,8 +152,10 @@ class Metrics:
             "kueue_admission_wait_time_seconds", "The time between a workload was created until admission, "
             "per 'cluster_queue'", cq, buckets=WAIT_BUCKETS, registry=r))
         self.evicted = _Series(Counter(
-            "kueue_evicted_workloads", "The number of evicted workloads per 'cluster_queue' and 'reason' "
-            "(Preempted: to make room for another workload)", ["cluster_queue", "reason"], registry=r))
+            "kueue_evicted_workloads", "The number of evicted workloads per 'cluster_queue', 'reason' "
+            "(Preempted: to make room for another workload) and 'underlying_cause' (why a workload was "
+            "deactivated, e.g. MaximumExecutionTimeExceeded)", ["cluster_queue", "reason", "underlying_cause"],
+            registry=r))
         self.preempted = _Series(Counter(
             "kueue_preempted_workloads", "The number of preempted workloads per 'preempting_cluster_queue' and "
             "'reason' (InClusterQueue, InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing)",
@@ -249,8 +263,8 @@ class Metrics:
             if kind == "admit":
                 self.admitted.child(cluster_queue).inc(delta)
                 self.quota_reserved.child(cluster_queue).inc(delta)
-            elif kind == "evict":  # a drain's reason is the Evicted condition's; a preemption's is Preempted
-                self.evicted.child(cluster_queue, _reason if _reason in DRAINED else EVICTED_BY_PREEMPTION).inc(delta)
+            elif kind == "evict":
+                self.evicted.child(cluster_queue, *_eviction_labels(_reason)).inc(delta)
             self._seen[key] = total
 
     def observe_timings(self, timings: Iterable[tuple[str, float]]) -> None:

@@ -114,7 +114,8 @@ def test_admissions_preemptions_and_quotas_read_as_kueue_names_them(tmp_path: Pa
     assert value(s, "kueue_admitted_workloads_total", cluster_queue="cq-b") == 1
     assert value(s, "kueue_quota_reserved_workloads_total", cluster_queue="cq-b") == 1
     # the victim's queue counts the eviction; the preemptor's queue counts the preemption
-    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq-a", reason="Preempted") == 1
+    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq-a", reason="Preempted",
+                 underlying_cause="") == 1
     assert value(s, "kueue_preempted_workloads_total", preempting_cluster_queue="cq-b",
                  reason="InCohortReclamation") == 1
     assert value(s, "kueue_preempted_workloads_total", preempting_cluster_queue="cq-a",
@@ -175,13 +176,20 @@ def test_a_deleted_cluster_queue_leaves_no_series(tmp_path: Path) -> None:
 def test_commit_counters_follow_the_ports_totals_and_timings_are_drained() -> None:
     metrics = Metrics()
     metrics.observe_commits({("admit", "cq", ""): 2, ("evict", "cq", "InClusterQueue"): 1})
-    metrics.observe_commits({("admit", "cq", ""): 3, ("evict", "cq", "InClusterQueue"): 1})
+    metrics.observe_commits({("admit", "cq", ""): 3, ("evict", "cq", "InClusterQueue"): 1,
+                             ("evict", "cq", "DeactivatedDueToMaximumExecutionTimeExceeded"): 1,
+                             ("evict", "cq", "LocalQueueStopped"): 2})
     metrics.observe_timings([("admit", 0.004), ("evict", 0.3)])
     metrics.observe_watches({"Workload": 2, "Node": 0}, {"Workload": 1})
     metrics.observe_watches({"Workload": 3, "Node": 0}, {"Workload": 1})
     _, s = scrape(metrics)
     assert value(s, "kueue_admitted_workloads_total", cluster_queue="cq") == 3
-    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq", reason="Preempted") == 1
+    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq", reason="Preempted",
+                 underlying_cause="") == 1
+    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq", reason="Deactivated",
+                 underlying_cause="MaximumExecutionTimeExceeded") == 1  # a deactivation with its cause
+    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq", reason="LocalQueueStopped",
+                 underlying_cause="") == 2
     assert value(s, "kueued_commit_duration_seconds_count", kind="admit") == 1
     assert value(s, "kueued_commit_duration_seconds_bucket", kind="evict", le="0.25") == 0
     assert value(s, "kueued_commit_duration_seconds_bucket", kind="evict", le="0.5") == 1

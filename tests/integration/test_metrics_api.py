@@ -149,7 +149,8 @@ def test_a_preemption_on_a_cluster_counts_for_the_preemptor_s_queue(served: tupl
     cq = "cq-metrics-preempt"
     s = _preempt(cluster, port, "metrics-preempt", cq)
     assert _value(s, "kueue_preempted_workloads_total", preempting_cluster_queue=cq, reason="InClusterQueue") == 1
-    assert _value(s, "kueue_evicted_workloads_total", cluster_queue=cq, reason="Preempted") == 1
+    assert _value(s, "kueue_evicted_workloads_total", cluster_queue=cq, reason="Preempted",
+                  underlying_cause="") == 1
     assert (_value(s, "kueued_commit_duration_seconds_count", kind="evict") or 0) >= 1
 
 
