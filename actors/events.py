@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kueued.kube.pending_reasons import preemption_message, priorities
+
 if TYPE_CHECKING:
     from kueued.kube.port import Recorder
+    from kueued.scheduling.snapshot import Snapshot
     from kueued.scheduling.workload import WorkloadInfo
     from kueued.world import World
 
@@ -22,6 +25,7 @@ class Recording:
     if TYPE_CHECKING:  # what the Coordinator provides
         world: World
         recorder: Recorder | None
+        forest: Snapshot
 
     def _manifest(self, key: str) -> dict[str, Any] | None:
         return self.world.raw.get(f"Workload/{key}") if self.recorder is not None else None
@@ -33,16 +37,35 @@ class Recording:
             self.recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - wl.created)
             self.recorder.admitted(manifest, cluster_queue=cluster_queue)
 
-    def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None:
-        """Kueue's Preempted and EvictedDueToPreempted Events on a victim."""
+    def _preemption_message(self, preemptor: str, preemptor_cq: str, victim_cq: str, reason: str) -> str:
+        """Kueue's message for a victim's Evicted and Preempted conditions: who it made room for (UID,
+        JobUID), why, and both ClusterQueues' paths from their root (``/root/.../cq``)."""
+        return preemption_message(self.world.raw.get(f"Workload/{preemptor}") or {}, reason,
+                                  self._path(preemptor_cq), self._path(victim_cq))
+
+    def _path(self, cluster_queue: str) -> str:
+        cq = self.forest.cluster_queues.get(cluster_queue)
+        if cq is None:
+            return ""
+        return "/" + "/".join(reversed([cluster_queue, *(node.name for node in cq.node.ancestors())]))
+
+    def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str, message: str,
+                         cluster_queue: str) -> None:
+        """Kueue's Preempted (on the victim), PreemptedWorkload (on the preemptor) and EvictedDueToPreempted
+        Events; ``cluster_queue`` is the victim's."""
         manifest = self._manifest(victim.key)
         if self.recorder is None or manifest is None:
             return
         by = self.world.raw.get(f"Workload/{preemptor.key}")
         if by is not None:
-            self.recorder.preempted(manifest, preemptor=by, reason=reason)
-        self.recorder.evicted(manifest, reason="Preempted",
-                              message=f"Preempted to accommodate {preemptor.key} ({reason})")
+            self.recorder.preempted(manifest, preemptor=by, reason=reason, message=message,
+                                    cluster_queue=cluster_queue,
+                                    priorities=priorities(self._priority(preemptor.key), self._priority(victim.key)))
+        self.recorder.evicted(manifest, reason="Preempted", message=message)
+
+    def _priority(self, key: str) -> tuple[int, int]:
+        spec = self.world.workloads.get(key)
+        return self.world.priority_parts(spec.obj) if spec is not None else (0, 0)
 
     def _record_drain(self, key: str, reason: str, message: str) -> None:
         """``EvictedDueTo<reason>`` for an eviction that is no preemption (actors.drains)."""

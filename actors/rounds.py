@@ -109,7 +109,9 @@ class Rounds:
         def _watch_deadline(self, key: str, placement: Placement) -> None: ...
         def _ran(self, key: str, placement: Placement | None) -> None: ...
         def _record_admission(self, wl: WorkloadInfo, cluster_queue: str, now: float) -> None: ...
-        def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str) -> None: ...
+        def _record_eviction(self, victim: WorkloadInfo, preemptor: WorkloadInfo, reason: str, message: str,
+                             cluster_queue: str) -> None: ...
+        def _preemption_message(self, preemptor: str, preemptor_cq: str, victim_cq: str, reason: str) -> str: ...
 
     async def round(self) -> bool:
         """One cycle; returns whether anything changed."""
@@ -204,15 +206,15 @@ class Rounds:
             if target.workload.key in self._evicting:  # IssuePreemptions counts it, writes nothing
                 evicted.setdefault(by.wl.key, set()).add(target.workload.key)
         wanted = [w for w in wanted if w[0].workload.key not in self._evicting]
+        messages = [self._preemption_message(by.wl.key, by.cq, cq, target.reason) for target, by, cq in wanted]
         committed = await commit_all(self.port, [partial(
-            self.port.evict, target.workload.key, cluster_queue=cq,
-            reason=target.reason, message=f"Preempted to accommodate {by.wl.key} ({target.reason})")
-            for target, by, cq in wanted])
+            self.port.evict, target.workload.key, cluster_queue=cq, reason=target.reason, message=message)
+            for (target, by, cq), message in zip(wanted, messages, strict=True)])
         evicting = []
-        for (target, by, cq_name), ok in zip(wanted, committed, strict=True):
+        for (target, by, cq_name), message, ok in zip(wanted, messages, committed, strict=True):
             if not ok or cq_name is None:
                 continue
-            self._record_eviction(target.workload, by.wl, target.reason)
+            self._record_eviction(target.workload, by.wl, target.reason, message, cq_name)
             self._idle.pop(cq_name, None)
             evicting.append((target, by, cq_name, self.cluster_queues[cq_name].post(
                 Evict(target.workload.key, requeue_at=self._requeue_at(target.reason)))))

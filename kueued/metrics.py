@@ -316,11 +316,14 @@ class DecisionRecorder:
     def admitted(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float = 0.0) -> bool:
         return self.inner is not None and self.inner.admitted(workload, cluster_queue=cluster_queue, waited=waited)
 
-    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool:
-        cluster_queue = self.cluster_queue_of(preemptor)
-        if cluster_queue is not None:
-            self.metrics.preemption(cluster_queue, reason)
-        return self.inner is not None and self.inner.preempted(victim, preemptor=preemptor, reason=reason)
+    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str, message: str,
+                  cluster_queue: str, priorities: str) -> bool:
+        preempting = self.cluster_queue_of(preemptor)
+        if preempting is not None:
+            self.metrics.preemption(preempting, reason)
+        return self.inner is not None and self.inner.preempted(victim, preemptor=preemptor, reason=reason,
+                                                               message=message, cluster_queue=cluster_queue,
+                                                               priorities=priorities)
 
     def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
         return self.inner is not None and self.inner.evicted(workload, reason=reason, message=message)

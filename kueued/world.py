@@ -336,6 +336,10 @@ class World:
         PriorityBoost gate on, plus the ``kueue.x-k8s.io/priority-boost`` annotation (Kueue's
         effective priority, read by queue order and preemption alike; a value that is not an
         integer adds nothing)."""
+        return self.priority_parts(wl)[0]
+
+    def priority_parts(self, wl: api.Workload) -> tuple[int, int]:
+        """(effective priority, the boost in it): :meth:`priority_of`, as Kueue's Events give it."""
         ref = wl.spec.priority_class_ref
         if ref is not None and ref.kind == "WorkloadPriorityClass" and ref.name in self.priority_classes:
             base = self.priority_classes[ref.name]
@@ -343,8 +347,8 @@ class World:
             base = wl.spec.priority if wl.spec.priority is not None else 0
         boost = boost_of(wl.metadata.annotations.get(PRIORITY_BOOST))
         if boost is not None and enabled(self.settings.feature_gates, GATE_PRIORITY_BOOST):
-            return base + boost
-        return base
+            return base + boost, boost
+        return base, 0
 
     def route(self, wl: WorkloadSpec | WorkloadInfo) -> tuple[str | None, str]:
         """The ClusterQueue a pending workload queues in, or why it has none."""

@@ -259,7 +259,8 @@ class _Events:
         self.calls.append("admitted")
         return True
 
-    def preempted(self, victim: Any, *, preemptor: Any, reason: str) -> bool:
+    def preempted(self, victim: Any, *, preemptor: Any, reason: str, message: str, cluster_queue: str,
+                  priorities: str) -> bool:
         self.calls.append("preempted")
         return True
 
@@ -273,14 +274,16 @@ def test_the_decision_recorder_counts_and_passes_every_call_on() -> None:
     recorder = DecisionRecorder(metrics, events, cluster_queue_of=lambda m: m["queue"])
     assert recorder.quota_reserved({}, cluster_queue="cq", waited=3.0)
     assert recorder.admitted({}, cluster_queue="cq")
-    assert recorder.preempted({}, preemptor={"queue": "cq-p"}, reason="InClusterQueue")
+    assert recorder.preempted({}, preemptor={"queue": "cq-p"}, reason="InClusterQueue", message="m", cluster_queue="cq",
+                              priorities="p")
     assert recorder.evicted({}, reason="Preempted", message="m")
     assert events.calls == ["quota_reserved", "admitted", "preempted", "evicted"]
     _, s = scrape(metrics)
     assert value(s, "kueue_admission_wait_time_seconds_bucket", cluster_queue="cq", le="5.0") == 1
     assert value(s, "kueue_preempted_workloads_total", preempting_cluster_queue="cq-p", reason="InClusterQueue") == 1
     offline = DecisionRecorder(metrics, None, cluster_queue_of=lambda m: None)
-    assert not offline.preempted({}, preemptor={}, reason="InClusterQueue")  # no Events offline, nothing counted
+    assert not offline.preempted({}, preemptor={}, reason="InClusterQueue", message="m", cluster_queue="cq",
+                                 priorities="p")  # no Events offline, nothing counted
 
 
 # --- health ---------------------------------------------------------------------------------------------

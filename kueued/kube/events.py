@@ -36,23 +36,12 @@ from anyio.abc import TaskStatus
 
 from kueued.kube.errors import ApiError
 
-__all__ = ["EventClient", "EventRecorder", "NORMAL", "WARNING", "HUMAN_PREEMPTION_REASONS", "JOB_UID_LABEL"]
+__all__ = ["EventClient", "EventRecorder", "NORMAL", "WARNING"]
 
 log = structlog.get_logger("kueued.kube.events")
 
 NORMAL = "Normal"
 WARNING = "Warning"
-
-HUMAN_PREEMPTION_REASONS = {
-    "InClusterQueue": "prioritization in the ClusterQueue",
-    "InCohortReclamation": "reclamation within the cohort",
-    "InCohortFairSharing": "Fair Sharing within the cohort",
-    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
-}
-"""Kueue's ``preemption.HumanReadablePreemptionReasons``: how a preemption message names the policy."""
-
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-
 
 class EventClient(Protocol):
     """What the recorder needs of :class:`~kueued.kube.client.KubeClient` (a test gives a fake)."""
@@ -66,6 +55,11 @@ class _Event(NamedTuple):
     type: str
     reason: str
     message: str
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
 
 
 def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,18 +133,16 @@ class EventRecorder:
         return self.record(workload, NORMAL, "Admitted", f"Admitted by ClusterQueue {cluster_queue}, "
                                                          f"wait time since reservation was {max(0.0, waited):.0f}s")
 
-    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool:
-        """The preemptor's Event on a victim: who it made room for and under which policy (Kueue's wording,
-        plus the preemptor's name, which Kueue leaves to its UID)."""
-        meta = preemptor.get("metadata")
-        meta = meta if isinstance(meta, Mapping) else {}
-        labels = meta.get("labels")
-        labels = labels if isinstance(labels, Mapping) else {}
-        who = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        message = (f"Preempted to accommodate a workload (UID: {meta.get('uid') or 'UNKNOWN'}, JobUID: "
-                   f"{labels.get(JOB_UID_LABEL) or 'UNKNOWN'}) due to "
-                   f"{HUMAN_PREEMPTION_REASONS.get(reason, reason or 'UNKNOWN')}; preemptor: {who}")
-        return self.record(victim, NORMAL, "Preempted", message)
+    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str, message: str,
+                  cluster_queue: str, priorities: str) -> bool:
+        """Kueue's two Events of a preemption (``IssuePreemptions``): ``Preempted`` on the victim, the
+        eviction's message (:func:`preemption_message`) and both priorities; ``PreemptedWorkload`` on
+        the preemptor, naming the victim and its ClusterQueue.  ``reason`` is Kueue's preemption reason."""
+        meta = _meta(victim)
+        self.record(preemptor, NORMAL, "PreemptedWorkload",
+                    f"Preempted workload {meta.get('namespace', '')}/{meta.get('name', '')} (UID: "
+                    f"{meta.get('uid') or ''}) in ClusterQueue {cluster_queue}; {priorities}")
+        return self.record(victim, NORMAL, "Preempted", f"{message}; {priorities}")
 
     def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
         """``EvictedDueTo<reason>`` (Kueue's ReportEvictedWorkload), the Evicted condition's message."""

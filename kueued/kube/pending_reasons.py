@@ -1,5 +1,6 @@
 """How Kueue words a Workload's conditions: why it waits (``QuotaReserved=False``), and the
-Evicted, Preempted and Requeued conditions around an eviction.
+Evicted, Preempted and Requeued conditions around an eviction (a preemption's message:
+:func:`preemption_message`).
 
 kueued explains a wait in its own sentences (``simulate`` prints them, the daemon logs them);
 the condition it writes on the Workload says it as Kueue does, so a script or dashboard made
@@ -27,12 +28,24 @@ makes each of them through its own code and checks it is recognised here.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from kueued.kube.port import Condition
 
 __all__ = ["PENDING", "INADMISSIBLE", "ADMISSION_GATED", "DEACTIVATED", "kueue_condition", "pending_condition",
-           "requeued", "reset_evictions", "restarted", "already_shown"]
+           "requeued", "reset_evictions", "restarted", "already_shown", "preemption_message", "priorities",
+           "HUMAN_PREEMPTION_REASONS", "JOB_UID_LABEL"]
+
+HUMAN_PREEMPTION_REASONS = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "Fair Sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+}
+"""Kueue's ``preemption.HumanReadablePreemptionReasons``: how a preemption message names the policy."""
+
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 PENDING = "Pending"
 INADMISSIBLE = "Inadmissible"
@@ -123,3 +136,25 @@ def _conditions(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     status = manifest.get("status")
     listed = status.get("conditions") if isinstance(status, dict) else None
     return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+
+
+def preemption_message(preemptor: Mapping[str, Any], reason: str, preemptor_path: str, preemptee_path: str) -> str:
+    """Kueue's ``preemptionMessage``: the Evicted and Preempted conditions' message of a victim."""
+    meta = _metadata(preemptor)
+    labels = meta.get("labels")
+    labels = labels if isinstance(labels, Mapping) else {}
+    return (f"Preempted to accommodate a workload (UID: {meta.get('uid') or 'UNKNOWN'}, JobUID: "
+            f"{labels.get(JOB_UID_LABEL) or 'UNKNOWN'}) due to {HUMAN_PREEMPTION_REASONS.get(reason, 'UNKNOWN')}; "
+            f"preemptor path: {preemptor_path or 'UNKNOWN'}; preemptee path: {preemptee_path or 'UNKNOWN'}")
+
+
+def priorities(preemptor: tuple[int, int], preemptee: tuple[int, int]) -> str:
+    """Both workloads' (effective, boost) priorities, as Kueue's preemption Events give them."""
+    return (f"preemptor effective priority: {preemptor[0]} (base: {preemptor[0] - preemptor[1]}, boost: "
+            f"{preemptor[1]}); preemptee effective priority: {preemptee[0]} (base: {preemptee[0] - preemptee[1]}, "
+            f"boost: {preemptee[1]})")
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}

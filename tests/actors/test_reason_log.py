@@ -32,7 +32,11 @@ class Events:
     def admitted(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float = 0.0) -> bool:
         return True
 
-    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str) -> bool:
+    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str, message: str,
+                  cluster_queue: str, priorities: str) -> bool:
+        return True
+
+    def deactivating(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
         return True
 
     def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:

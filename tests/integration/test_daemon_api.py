@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,17 @@ def _workload(cluster: Any, ns: str, name: str) -> dict[str, Any]:
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def _events_until(cluster: Any, ns: str, selector: str, timeout: float = 30) -> list[dict[str, Any]]:
+    """The Events matching ``selector``, once there is one (polled: kubectl cannot wait for an Event to exist)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        items = cluster.kubectl_json("get", "events", "-n", ns, f"--field-selector={selector}")["items"]
+        if items or time.monotonic() > deadline:
+            assert items, f"no Event {selector} in {ns}"
+            return items
+        time.sleep(0.2)
 
 
 def _admitted(cluster: Any, ns: str) -> list[str]:
@@ -108,6 +120,14 @@ def test_preemption_evicts_in_two_phases_and_admits_the_preemptor(daemon: Daemon
     assert _condition(low, "Evicted")["reason"] == "Preempted"
     assert _condition(low, "Preempted")["reason"] == "InClusterQueue"
     assert low["status"]["schedulingStats"] == {"evictions": [{"reason": "Preempted", "count": 1}]}
+    high = _workload(cluster, "team-b", "high")
+    assert _condition(low, "Evicted")["message"] == (  # Kueue's preemptionMessage
+        f"Preempted to accommodate a workload (UID: {high['metadata']['uid']}, JobUID: UNKNOWN) due to "
+        "prioritization in the ClusterQueue; preemptor path: /cq-b; preemptee path: /cq-b")
+    # and Kueue's Event on the preemptor, naming its victim (Events are written in the background)
+    events = _events_until(cluster, "team-b", "involvedObject.name=high,reason=PreemptedWorkload")
+    assert events[0]["message"].startswith(f"Preempted workload team-b/low (UID: {low['metadata']['uid']}) in "
+                                           "ClusterQueue cq-b; preemptor effective priority: 100 (base: 100, boost: 0)")
     assert _condition(low, "QuotaReserved")["status"] == "False"
     # the watch brings both phases of low's eviction back: neither charges its quota again, so the
     # queue holds what high holds (2 cpu) and low waits (before, low's quota leaked: 4 of 2 held)

@@ -10,6 +10,7 @@ from structlog.testing import capture_logs
 
 from kueued.kube.errors import ApiError, ApiForbidden
 from kueued.kube.events import EventRecorder
+from kueued.kube.pending_reasons import preemption_message, priorities
 from tests.builders import workload
 
 
@@ -58,25 +59,31 @@ def test_admission_and_preemption_events_use_kueue_s_reasons_and_sentences() -> 
     recorder = EventRecorder(client)
     recorder.quota_reserved(wl(), cluster_queue="cq", waited=12.4)
     recorder.admitted(wl(), cluster_queue="cq")
-    recorder.preempted(wl("low", "u-low"), preemptor=wl("high", "u-high", **{"kueue.x-k8s.io/job-uid": "j1"}),
-                       reason="InClusterQueue")
-    recorder.evicted(wl("low", "u-low"), reason="Preempted",
-                     message="Preempted to accommodate ns/high (InClusterQueue)")
+    high = wl("high", "u-high", **{"kueue.x-k8s.io/job-uid": "j1"})
+    message = preemption_message(high, "InClusterQueue", "/org/cq", "/org/cq")
+    recorder.preempted(wl("low", "u-low"), preemptor=high, reason="InClusterQueue", message=message,
+                       cluster_queue="cq", priorities=priorities((100, 0), (5, 2)))
+    recorder.evicted(wl("low", "u-low"), reason="Preempted", message=message)
     recorder.pending(wl("b", "u-b"), "couldn't assign flavors to pod set main")
     drain(recorder)
     assert [(e["object"]["metadata"]["name"], e["type"], e["reason"], e["message"]) for e in client.events] == [
         ("a", "Normal", "QuotaReserved", "Quota reserved in ClusterQueue cq, wait time since queued was 12s"),
         ("a", "Normal", "Admitted", "Admitted by ClusterQueue cq, wait time since reservation was 0s"),
+        ("high", "Normal", "PreemptedWorkload", "Preempted workload ns/low (UID: u-low) in ClusterQueue cq; "
+                                                "preemptor effective priority: 100 (base: 100, boost: 0); "
+                                                "preemptee effective priority: 5 (base: 3, boost: 2)"),
         ("low", "Normal", "Preempted", "Preempted to accommodate a workload (UID: u-high, JobUID: j1) due to "
-                                       "prioritization in the ClusterQueue; preemptor: ns/high"),
-        ("low", "Normal", "EvictedDueToPreempted", "Preempted to accommodate ns/high (InClusterQueue)"),
+                                       "prioritization in the ClusterQueue; preemptor path: /org/cq; preemptee "
+                                       "path: /org/cq; preemptor effective priority: 100 (base: 100, boost: 0); "
+                                       "preemptee effective priority: 5 (base: 3, boost: 2)"),
+        ("low", "Normal", "EvictedDueToPreempted", message),
         ("b", "Warning", "Pending", "couldn't assign flavors to pod set main"),
     ]
     # the Event names its object, not a copy of it
     assert client.events[0]["object"] == {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
                                           "metadata": {"name": "a", "namespace": "ns", "uid": "u-a",
                                                        "resourceVersion": "7"}}
-    assert recorder.counts["written"] == 5
+    assert recorder.counts["written"] == 6
 
 
 def test_an_identical_event_within_the_window_is_recorded_once() -> None:
