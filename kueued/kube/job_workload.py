@@ -134,7 +134,7 @@ class MoveQueue(Step, frozen=True, tag=True):
 
 
 class Suspend(Step, frozen=True, tag=True):
-    pass
+    message: str = ""  # the Stopped Event's, as Kueue's job reconciler words it (``stopJob``)
 
 
 class ResetStartTime(Step, frozen=True, tag=True):
@@ -339,10 +339,7 @@ def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
     annotated = ORIGINAL_ANNOTATION in _dict(meta.get("annotations"))
     running = not suspended(job)
     if running and not startable:
-        why = ("no workload" if match is None else "workload deleted" if deleting
-               else "workload evicted" if is_evicted(match)
-               else "workload changed" if not equivalent(job, match) else "workload not admitted")
-        return Suspend(why=why)
+        return _suspend(match, deleting, equivalent(job, match) if match is not None else False)
     if not running and annotated and not startable:  # a stop to finish: the template still has the flavors'
         if _dict(job.get("status")).get("startTime"):
             return ResetStartTime(why="restore the template")
@@ -370,6 +367,22 @@ def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
     if _dict(match.get("spec")).get("queueName") != queue and not has_reservation(match):
         return MoveQueue(workload=_name(match), queue=queue, why="queue label changed")
     return Done(why="waiting for admission")
+
+
+def _suspend(match: dict[str, Any] | None, deleting: bool, matches: bool) -> Suspend:
+    """Stop a running Job that may not run, with why (logs) and Kueue's ``Stopped`` Event message."""
+    if match is None:
+        return Suspend(why="no workload", message="Missing Workload; unable to restore pod templates")
+    if deleting:
+        return Suspend(why="workload deleted", message="Workload is deleted")
+    if is_evicted(match):
+        evicted = [_dict(c) for c in _list(_dict(match.get("status")).get("conditions"))
+                   if _dict(c).get("type") == "Evicted"]
+        return Suspend(why="workload evicted", message=str(evicted[0].get("message") or "") if evicted else "")
+    if not matches:
+        return Suspend(why="workload changed",
+                       message="No matching Workload; restoring pod templates according to existent Workload")
+    return Suspend(why="workload not admitted", message="Not admitted by cluster queue")
 
 
 def _name(obj: dict[str, Any]) -> str:

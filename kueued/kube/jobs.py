@@ -264,8 +264,7 @@ class JobController:
                 await self._write_workload(wl, body, action="workload_queue_changed", why=step.why, queue=queue)
             case jw.Suspend():
                 await self._write_job(job, jp.suspend_patch(job), action="job_suspended", why=step.why)
-                self._event(job, "Stopped" if step.why != "no workload" else "Suspended",
-                            f"Suspended: {step.why}")
+                self._event(job, "Stopped", step.message)  # Kueue's stopJob Event
             case jw.ResetStartTime():
                 await self._write_job(job, jp.reset_start_time_patch(job), action="job_start_time_reset",
                                       why=step.why, status=True)
@@ -277,7 +276,7 @@ class JobController:
             case jw.Release(workload=wl_name):
                 await self._release_workload(owned[wl_name], why=step.why)
             case jw.Finish(workload=wl_name, reason=reason, message=message):
-                await self._finish(owned[wl_name], reason, message or f"Job {reason.lower()}")
+                await self._finish(owned[wl_name], reason, message)  # the Job condition's, as Kueue copies it
                 self._event(job, "FinishedWorkload", f"Workload '{namespace}/{wl_name}' is declared finished")
             case _:
                 raise AssertionError(f"unknown step {step!r}")

@@ -675,3 +675,22 @@ def test_a_non_indexed_job_keeps_its_completions_when_started_with_fewer_pods() 
     started = _apply(job, body)
     restored = _apply(_apply(started, jp.suspend_patch(started)), jp.restore_patch(started, None))
     assert (restored["spec"]["parallelism"], restored["spec"]["completions"]) == (6, 6)
+
+
+@pytest.mark.parametrize(("workloads", "message"), [
+    pytest.param([], "Missing Workload; unable to restore pod templates", id="no-workload"),
+    pytest.param("evicted", "The workload is deactivated due to exceeding the maximum execution time", id="evicted"),
+    pytest.param("not-admitted", "Not admitted by cluster queue", id="not-admitted"),
+])
+def test_a_running_job_is_stopped_with_kueue_s_event_message(workloads: Any, message: str) -> None:
+    job = _running(_JOB)
+    if workloads == "evicted":
+        wl = evicted(admitted(_wl(_JOB)))
+        for c in wl["status"]["conditions"]:
+            if c["type"] == "Evicted":
+                c["message"] = message
+        workloads = [wl]
+    elif workloads == "not-admitted":
+        workloads = [_wl(_JOB)]
+    step = jw.decide(job, workloads)
+    assert isinstance(step, jw.Suspend) and step.message == message
