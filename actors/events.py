@@ -6,6 +6,7 @@ Each is recorded once the decision is committed, on the Workload as the World la
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kueued.kube.pending_reasons import preemption_message, priorities
@@ -16,7 +17,21 @@ if TYPE_CHECKING:
     from kueued.scheduling.workload import WorkloadInfo
     from kueued.world import World
 
-__all__ = ["Recording"]
+__all__ = ["Recording", "queued_since"]
+
+
+def queued_since(manifest: dict[str, Any], wl: WorkloadInfo) -> float:
+    """When the workload was last queued (Kueue's ``QueuedWaitTime``): its ``Requeued`` condition's
+    last transition, if it has one (an eviction, a reactivation), else its creation."""
+    status = manifest.get("status")
+    listed = status.get("conditions") if isinstance(status, dict) else None
+    for c in listed if isinstance(listed, list) else ():
+        if isinstance(c, dict) and c.get("type") == "Requeued" and isinstance(c.get("lastTransitionTime"), str):
+            try:
+                return datetime.fromisoformat(c["lastTransitionTime"]).timestamp()
+            except ValueError:
+                break
+    return wl.created
 
 
 class Recording:
@@ -34,7 +49,7 @@ class Recording:
         """Kueue's QuotaReserved and Admitted Events."""
         manifest = self._manifest(wl.key)
         if self.recorder is not None and manifest is not None:
-            self.recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - wl.created)
+            self.recorder.quota_reserved(manifest, cluster_queue=cluster_queue, waited=now - queued_since(manifest, wl))
             self.recorder.admitted(manifest, cluster_queue=cluster_queue)
 
     def _preemption_message(self, preemptor: str, preemptor_cq: str, victim_cq: str, reason: str) -> str:
