@@ -13,8 +13,10 @@ plain method that queues the Event and returns at once; :meth:`EventRecorder.run
 task in the daemon's task group) writes them with a few workers.  The queue is bounded:
 when it is full an Event is dropped and counted (``counts["dropped"]``, logged once per
 overflow), never waited for.  An Event identical to one recorded within ``window``
-seconds (same object, type, reason and message) is not recorded again, as client-go's
-correlator folds repeats.  A failed write is counted and logged once per kind of
+seconds (same object, type, reason and message) is not written again: as client-go's
+correlator does, the Event already written counts it (its ``count`` and ``lastTimestamp``
+patched, so ``kubectl describe`` shows "x3 over 2m"); repeats that come faster than they
+are written are folded into one patch.  A failed write is counted and logged once per kind of
 failure until a write succeeds; the Event is not retried (Kubernetes' own recorder
 gives up after a few tries too, and a decision is in the object's status anyway).
 
@@ -34,7 +36,9 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from kueued.kube.client import EVENT, Kind
 from kueued.kube.errors import ApiError
+from kueued.model.clock import rfc3339
 
 __all__ = ["EventClient", "EventRecorder", "NORMAL", "WARNING"]
 
@@ -49,12 +53,32 @@ class EventClient(Protocol):
     async def create_event(self, regarding: dict[str, Any], *, reason: str, message: str,
                            type: str = NORMAL, action: str = "", reporter: str = "kueued") -> dict[str, Any]: ...
 
+    async def patch(self, kind: Kind | str, namespace: str | None, name: str,
+                    body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+Key = tuple[str, ...]
+
 
 class _Event(NamedTuple):
     regarding: dict[str, Any]
     type: str
     reason: str
     message: str
+    key: Key = ()
+    repeat: bool = False  # count a repeat on the Event already written for ``key``
+
+
+class _Series:
+    """An Event written, and how many times it happened: what its next patch says."""
+
+    __slots__ = ("namespace", "name", "count", "queued")
+
+    def __init__(self) -> None:
+        self.namespace = ""
+        self.name = ""  # "" until its create has been answered
+        self.count = 1
+        self.queued = False  # a patch for it waits in the queue (later repeats ride on it)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -71,9 +95,10 @@ def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class EventRecorder:
-    """Fire-and-forget Events; ``counts``: recorded, deduplicated, dropped, written, failed."""
+    """Fire-and-forget Events; ``counts``: recorded, deduplicated (repeats), dropped, written, counted (repeats
+    patched onto the Event written), failed."""
 
-    def __init__(self, client: EventClient, *, capacity: int = 1024, window: float = 60.0, workers: int = 4,
+    def __init__(self, client: EventClient, *, capacity: int = 1024, window: float = 600.0, workers: int = 4,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.capacity = capacity
@@ -82,7 +107,8 @@ class EventRecorder:
         self.clock = clock
         self.counts: Counter[str] = Counter()
         self._queue: deque[_Event] = deque()
-        self._recent: OrderedDict[tuple[str, ...], float] = OrderedDict()  # event -> when, oldest first
+        self._recent: OrderedDict[Key, float] = OrderedDict()  # event -> when first recorded, oldest first
+        self._series: dict[Key, _Series] = {}  # of those, the ones being written or written
         self._wake: anyio.Event | None = None  # made by run(): an Event belongs to the running loop
         self._dropping = False
         self._failing: str | None = None
@@ -98,6 +124,14 @@ class EventRecorder:
                message)
         if key in self._recent:
             self.counts["deduplicated"] += 1
+            series = self._series.get(key)
+            if series is not None:
+                series.count += 1
+                if not series.queued and len(self._queue) < self.capacity:
+                    series.queued = True
+                    self._queue.append(_Event(ref, type, reason, message, key, repeat=True))
+                    if self._wake is not None:
+                        self._wake.set()
             return False
         if len(self._queue) >= self.capacity:
             self.counts["dropped"] += 1
@@ -107,7 +141,8 @@ class EventRecorder:
             return False
         self._dropping = False
         self._recent[key] = now
-        self._queue.append(_Event(ref, type, reason, message[:1024]))
+        self._series[key] = _Series()
+        self._queue.append(_Event(ref, type, reason, message[:1024], key))
         self.counts["recorded"] += 1
         if self._wake is not None:
             self._wake.set()
@@ -116,7 +151,8 @@ class EventRecorder:
     def _prune(self, now: float) -> None:
         recent = self._recent
         while recent and (next(iter(recent.values())) <= now - self.window or len(recent) > 16 * self.capacity):
-            recent.popitem(last=False)
+            key, _ = recent.popitem(last=False)
+            self._series.pop(key, None)
 
     def pending_events(self) -> int:
         """Events queued and not yet handed to a worker."""
@@ -185,9 +221,21 @@ class EventRecorder:
             await self._write(self._queue.popleft())
 
     async def _write(self, event: _Event) -> None:
+        series = self._series.get(event.key)
         try:
-            await self.client.create_event(event.regarding, reason=event.reason, message=event.message,
-                                           type=event.type)
+            if event.repeat:
+                if series is not None:
+                    series.queued = False
+                if series is None or not series.name:
+                    return  # gone from the window, or its create not answered yet: the next repeat patches
+                await self.client.patch(EVENT, series.namespace, series.name,
+                                        {"count": series.count, "lastTimestamp": rfc3339()})
+            else:
+                created = await self.client.create_event(event.regarding, reason=event.reason,
+                                                         message=event.message, type=event.type)
+                meta = created.get("metadata") if isinstance(created, dict) else None
+                if series is not None and isinstance(meta, dict):
+                    series.namespace, series.name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         except ApiError as exc:
             self.counts["failed"] += 1
             what = type(exc).__name__
@@ -197,5 +245,5 @@ class EventRecorder:
                             name=meta.get("name", ""), error=what, detail=str(exc)[:200])
                 self._failing = what
             return
-        self.counts["written"] += 1
+        self.counts["counted" if event.repeat else "written"] += 1
         self._failing = None

@@ -78,7 +78,8 @@ RULES: tuple[Rule, ...] = (
          "LimitRanges for Workloads' defaults and bounds"),
     # KubeClient.create_event: a decision as a core/v1 Event on the object it concerns
     # (cluster-scoped objects' events in `default`); each is a new Event, never a patch.
-    Rule("", ("events",), ("create",), "KubeClient.create_event: admissions, evictions, refusals"),
+    Rule("", ("events",), ("create", "patch"),
+         "KubeClient.create_event: admissions, evictions, refusals; EventRecorder: a repeat counted on its Event"),
     # The Job integration (kube/jobs.py): suspend a Job until admitted, then unsuspend it with
     # the flavors' node selector and tolerations; suspend it again and restore its template on
     # eviction (merge patches, never a PUT).

@@ -17,6 +17,7 @@ from tests.builders import workload
 class FakeClient:
     def __init__(self, fail: ApiError | None = None) -> None:
         self.events: list[dict[str, Any]] = []
+        self.patches: list[tuple[str, str | None, str, int]] = []
         self.fail = fail
 
     async def create_event(self, regarding: dict[str, Any], *, reason: str, message: str, type: str = "Normal",
@@ -25,6 +26,11 @@ class FakeClient:
         if self.fail is not None:
             raise self.fail
         self.events.append({"object": regarding, "type": type, "reason": reason, "message": message})
+        return {"metadata": {"name": f"e{len(self.events)}", "namespace": "ns"}}
+
+    async def patch(self, kind: Any, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        await anyio.lowlevel.checkpoint()
+        self.patches.append((kind.kind, namespace, name, body["count"]))
         return {}
 
 
@@ -97,6 +103,25 @@ def test_an_identical_event_within_the_window_is_recorded_once() -> None:
     clock.now = 61.0
     assert recorder.validation_failed(wl(), "spec.queueName: Required value") is True
     assert recorder.counts["deduplicated"] == 1
+
+
+def test_a_repeat_is_counted_on_the_event_already_written() -> None:
+    """As client-go's correlator: the Event written gets count and lastTimestamp, so ``kubectl describe``
+    shows "x3"; repeats that come before a patch is written ride on it."""
+    client, clock = FakeClient(), Clock()
+    recorder = EventRecorder(client, window=600.0, clock=clock)
+    recorder.admitted(wl(), cluster_queue="cq")
+    recorder.admitted(wl(), cluster_queue="cq")  # before its create is answered: nothing to patch yet
+    drain(recorder)
+    assert len(client.events) == 1 and client.patches == []
+    recorder.admitted(wl(), cluster_queue="cq")
+    recorder.admitted(wl(), cluster_queue="cq")
+    drain(recorder)
+    assert client.patches == [("Event", "ns", "e1", 4)]  # one patch, the count so far
+    clock.now = 601.0  # past the window: a new Event
+    recorder.admitted(wl(), cluster_queue="cq")
+    drain(recorder)
+    assert len(client.events) == 2 and recorder.counts["counted"] == 1
 
 
 def test_a_full_queue_drops_and_counts_never_blocks() -> None:
