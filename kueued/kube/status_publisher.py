@@ -4,8 +4,8 @@
 Cohort should show; :class:`TreeStatusPublisher` keeps the API server in step with it.
 After each batch the daemon calls :meth:`~TreeStatusPublisher.publish`:
 
-1. if anything ran since the last call (the coordinator's round counter moved), the
-   balances are assembled from the actors and the desired statuses computed afresh;
+1. if anything ran since the last call (the coordinator's round counter moved, or an
+   admission fair sharing sample was taken), the desired statuses are computed afresh;
    otherwise only writes held back earlier are looked at (nothing is asked of the actors);
 2. each desired status is compared with what the object says now: what kueued last
    wrote to it (the API server's answer), else its status as last seen (``World.raw``,
@@ -180,6 +180,7 @@ class TreeStatusPublisher:
         self.counts: Counter[str] = Counter()  # written, failed, gone, deferred, over_budget
         self._desired: dict[str, Desired] = {}
         self._rounds: int | None = None     # the coordinator's round counter at the last computation
+        self._sampled_at = ""               # and the admission fair sharing sample it showed
         self._last: dict[str, dict[str, Any]] = {}  # key -> status the API server answered our last write with
         self._written_at: dict[str, float] = {}
         self._due: set[str] = set()         # held back (interval) or refused: looked at again next publish
@@ -271,13 +272,13 @@ class TreeStatusPublisher:
         return done[0]
 
     async def _candidates(self, coord: Coordinated) -> list[str]:
-        """The objects to look at, the longest unwritten first (never written before all): every
-        object gets its turn.  After a round, every object; else those a budget put off."""
-        if coord.rounds != self._rounds:
+        """The objects to look at, the longest unwritten first: every object gets its turn.  After a
+        round or an admission fair sharing sample (rounds or not), every object; else those put off."""
+        consumed, at = self._consumed(coord)
+        if coord.rounds != self._rounds or at != self._sampled_at:  # a round, or an AFS sample taken since
             snapshot = await coord.assemble()
-            consumed, at = self._consumed(coord)
             self._desired = tree_status(coord.world, snapshot, consumed=consumed, consumed_at=at)
-            self._rounds = coord.rounds
+            self._rounds, self._sampled_at = coord.rounds, at
             for key in [k for k in (*self._last, *self._gone) if k not in self._desired and k not in self._accepted]:
                 self._drop(key)
                 self._gone.pop(key, None)

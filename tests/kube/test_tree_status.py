@@ -408,6 +408,31 @@ def test_under_admission_fair_sharing_a_local_queue_reports_what_it_consumed() -
         "consumedResources": {"cpu": "750m"}, "lastUpdate": "2026-01-01T00:00:00Z"}}
 
 
+def test_admission_fair_sharing_status_follows_its_samples_while_no_round_runs() -> None:
+    """Nothing changes, so no round runs; the samples go on (every sampling interval) and each one's
+    decayed usage is written, as Kueue's LocalQueue controller writes it on its own timer."""
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+              "admissionFairSharing": {"usageHalfLifeTime": "10s", "usageSamplingInterval": "1s"}}
+    afs_queue = cluster_queue("cq", quotas("default", cpu="4"),
+                              admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"})
+    world, snap = settle(config, namespace("ns"), flavor("default"), afs_queue, local_queue("lq", "ns", "cq"))
+    coord = Settled(world, snap)
+    now = [1_767_225_600.0]
+    coord.afs = AdmissionFairSharing(world, clock=lambda: now[0])
+    assert coord.afs.ledger is not None
+    coord.afs.ledger.consumed["ns/lq"] = {"cpu": 1.0}
+    client, clock = FakeClient(), Clock()
+    publisher = TreeStatusPublisher(client, clock=clock)
+    publish(publisher, coord)
+    first = client.status["LocalQueue/ns/lq"]["fairSharing"]["admissionFairSharingStatus"]
+    now[0] += 3  # three samples later, the same round
+    clock.now += 10
+    publish(publisher, coord)
+    later = client.status["LocalQueue/ns/lq"]["fairSharing"]["admissionFairSharingStatus"]
+    assert (first["lastUpdate"], later["lastUpdate"]) == ("2026-01-01T00:00:00Z", "2026-01-01T00:00:03Z")
+    assert later["consumedResources"] != first["consumedResources"]  # decayed towards nothing held
+
+
 # --- objects a webhook would have refused -----------------------------------------------------------
 
 BAD_CQ = cluster_queue("bad", quotas("default", cpu=("4", "2")))  # a borrowingLimit without a cohort
