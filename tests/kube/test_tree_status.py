@@ -433,6 +433,21 @@ def test_admission_fair_sharing_status_follows_its_samples_while_no_round_runs()
     assert later["consumedResources"] != first["consumedResources"]  # decayed towards nothing held
 
 
+def test_with_admission_fair_sharing_configured_every_local_queue_reports_it() -> None:
+    """Kueue's LocalQueue controller keeps the consumed usage of every LocalQueue once the Configuration
+    sets admissionFairSharing, before any ClusterQueue orders by it."""
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+              "admissionFairSharing": {"usageHalfLifeTime": "10s", "usageSamplingInterval": "1s"}}
+    world, snap = settle(config, namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="4")),
+                         local_queue("lq", "ns", "cq"))
+    coord = Settled(world, snap)
+    coord.afs = AdmissionFairSharing(world, clock=lambda: 1_767_225_600.0)
+    client = FakeClient()
+    publish(TreeStatusPublisher(client), coord)
+    assert client.status["LocalQueue/ns/lq"]["fairSharing"]["admissionFairSharingStatus"] == {
+        "consumedResources": {}, "lastUpdate": "2026-01-01T00:00:00Z"}
+
+
 # --- objects a webhook would have refused -----------------------------------------------------------
 
 BAD_CQ = cluster_queue("bad", quotas("default", cpu=("4", "2")))  # a borrowingLimit without a cohort

@@ -298,8 +298,10 @@ class AdmissionFairSharing:
     def consumed_usage(self) -> tuple[dict[str, Usage], float] | None:
         """For the API layer: each LocalQueue's consumed usage (with the entry penalties not yet
         sampled) and the instant of the last sample, Kueue's ``admissionFairSharingStatus``
-        ``consumedResources`` and ``lastUpdate``; None while no ClusterQueue uses AFS."""
-        if not self.in_use():
+        ``consumedResources`` and ``lastUpdate``; None while the Configuration does not set
+        ``admissionFairSharing``.  Kueue's LocalQueue controller keeps every LocalQueue's once it
+        is set, whether or not its ClusterQueue orders by it yet."""
+        if self.world.settings.admission_fair_sharing is None:
             return None
         ledger = self.ledger
         if ledger is None:  # pragma: no cover - in_use implies a config
