@@ -259,6 +259,7 @@ def build_workload(job: dict[str, Any], *, priority: Priority) -> dict[str, Any]
         "metadata": {
             "name": workload_name(name, uid), "namespace": meta.get("namespace", ""),
             "labels": {JOB_UID_LABEL: uid},
+            "finalizers": [IN_USE_FINALIZER],  # as Kueue's: taken off once finished, or deleted and stopped
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
                                  "controller": True, "blockOwnerDeletion": True}],
         },
@@ -328,11 +329,14 @@ def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
         if match is not None and not condition_true(match, "Finished"):
             return Finish(workload=_name(match), reason="Succeeded" if succeeded else "Failed", message=message,
                           why="job finished")
+        if match is not None and _held(match):  # Kueue takes its finalizer off a finished Workload
+            return Release(workload=_name(match), why="workload finished")
         return Done(why="job finished")
     if len(ordered) > 1:
         return DeleteWorkloads(names=tuple(_name(w) for w in ordered[1:]), why="more than one workload")
     if match is not None and condition_true(match, "Finished"):
-        return Done(why="workload finished")
+        return Release(workload=_name(match), why="workload finished") if _held(match) \
+            else Done(why="workload finished")
     deleting = match is not None and bool(_meta(match).get("deletionTimestamp"))
     startable = (match is not None and not deleting and equivalent(job, match) and is_admitted(match)
                  and not is_evicted(match))
@@ -367,6 +371,11 @@ def decide(job: dict[str, Any], workloads: list[dict[str, Any]]) -> Step:
     if _dict(match.get("spec")).get("queueName") != queue and not has_reservation(match):
         return MoveQueue(workload=_name(match), queue=queue, why="queue label changed")
     return Done(why="waiting for admission")
+
+
+def _held(workload: dict[str, Any]) -> bool:
+    """Kueue's resource-in-use finalizer is on the Workload."""
+    return IN_USE_FINALIZER in _list(_meta(workload).get("finalizers"))
 
 
 def _suspend(match: dict[str, Any] | None, deleting: bool, matches: bool) -> Suspend:

@@ -156,6 +156,7 @@ def test_a_job_s_whole_life_and_the_quota_it_frees(cluster: Any) -> None:
     wl = _get(cluster, f"workload/{first}", ns)
     assert wl["metadata"]["labels"][jw.JOB_UID_LABEL] == _get(cluster, "job/first", ns)["metadata"]["uid"]
     assert wl["metadata"]["ownerReferences"][0]["kind"] == "Job" and wl["spec"]["queueName"] == "lq"
+    assert wl["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]  # as on a Workload Kueue makes
     pod = _get(cluster, "job/first", ns)["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"team": "a", "kueued.io/pool": "spot"}
     assert pod["tolerations"] == [TEAM_TOLERATION, spot]
@@ -170,6 +171,8 @@ def test_a_job_s_whole_life_and_the_quota_it_frees(cluster: Any) -> None:
     _wait(cluster, "jsonpath={.spec.suspend}=false", "job/second", ns)  # the quota came back and went to it
     finished = _condition(_get(cluster, f"workload/{first}", ns), "Finished")
     assert finished is not None and finished["message"] == "Reached expected number of succeeded pods"
+    # finished, it is held no longer: Kueue's finalizer comes off, so deleting it is not stuck
+    _watch_until(cluster, f"workload/{first}", ns, lambda w: not w["metadata"].get("finalizers"))
     # the Job's story as Kueue's job reconciler tells it, in Events on the Job
     told = _events_until(cluster, "first", ns, {"CreatedWorkload", "Started", "FinishedWorkload"})
     assert told["CreatedWorkload"] == f"Created Workload: {ns}/{first}"

@@ -119,7 +119,8 @@ def test_the_workload_is_built_from_the_job_as_kueue_builds_it() -> None:
     assert wl["metadata"] == {
         "name": f"job-train-{digest}", "namespace": NS, "labels": {"kueue.x-k8s.io/job-uid": uid},
         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": uid,
-                             "controller": True, "blockOwnerDeletion": True}]}
+                             "controller": True, "blockOwnerDeletion": True}],
+        "finalizers": ["kueue.x-k8s.io/resource-in-use"]}  # Kueue's, on every Workload it makes
     (pod_set,) = wl["spec"]["podSets"]
     assert pod_set["name"] == "main" and pod_set["count"] == 3 and "minCount" not in pod_set
     assert pod_set["template"]["metadata"]["labels"] == {"app": "trainer"}  # the Job API's own labels dropped
@@ -249,7 +250,12 @@ _OTHER_QUEUE = make_job(queue="other")
     pytest.param(completed(_running(_JOB)), [admitted(_wl(_JOB))], jw.Finish, id="job-finished"),
     pytest.param(completed(_JOB), [], jw.Done, id="finished-without-workload"),
     pytest.param(_running(_JOB), [_apply(admitted(_wl(_JOB)), {"status": {"conditions": [cond("Finished", "True")]}})],
-                 jw.Done, id="workload-finished"),
+                 jw.Release, id="workload-finished"),  # Kueue's finalizer comes off
+    pytest.param(_running(_JOB), [_apply(admitted(_wl(_JOB)), {"metadata": {"finalizers": []},
+                                                               "status": {"conditions": [cond("Finished", "True")]}})],
+                 jw.Done, id="workload-finished-released"),
+    pytest.param(completed(_running(_JOB)), [_apply(admitted(_wl(_JOB)), {
+        "status": {"conditions": [cond("Finished", "True")]}})], jw.Release, id="job-and-workload-finished"),
     pytest.param(_OTHER_QUEUE, [_wl(_JOB)], jw.MoveQueue, id="queue-changed"),
     pytest.param(_OTHER_QUEUE, [admitted(_wl(_JOB))], jw.Start, id="queue-changed-after-admission"),
     pytest.param(make_job(parallelism=2), [_wl(_JOB)], jw.UpdatePodSets, id="resized-while-pending"),
