@@ -21,9 +21,10 @@ keeps the promise both ways:
   a deleted one once its Job is done with it (Kueue's workload controller lets a Workload no Job
   owns go at once).  kueued's Job integration puts it on the Workloads it makes too (and takes it off
   once finished), and a cluster moved from Kueue has it on many: :func:`release_finalizers` takes it
-  off a deleted Workload that has no owner or holds no quota.  One a Job owns, while admitted, is the Job integration's (``kueued.kube.jobs``): it
-  stops the Job, then takes the finalizer off, as Kueue's reconciler does (until then its pods
-  may run and its quota still counts); it also takes it off before deleting a Workload itself.
+  off a deleted Workload that has no owner or holds no quota.  One a Job owns, while admitted, is
+  the Job integration's (``kueued.kube.jobs``): it stops the Job, then takes the finalizer off, as
+  Kueue's reconciler does (until then its pods may run and its quota still counts); it also takes
+  it off before deleting a Workload itself.
   The publisher hands the keeper every applied version (:meth:`FinalizerKeeper.observe`), so it
   knows which Workloads are being deleted without looking at all of them.
 
