@@ -123,10 +123,8 @@ async def _run_cluster(args: argparse.Namespace, metrics, health) -> None:
         elif args.job_integration and elector is not None:  # Kueue's way: only the leader runs controllers
             tg.start_soon(partial(run_while_leading, elector, lambda: JobController(writes, events=recorder).run(),
                                   name="job controller"), name="job controller")
-        if elector is None:
-            tg.start_soon(retention.run, name="retention")
-        else:  # only the leader deletes, as only the leader runs Kueue's controllers
-            tg.start_soon(partial(run_while_leading, elector, retention.run, name="retention"), name="retention")
+        tg.start_soon(retention.run if elector is None  # a follower does not delete: only the leader runs
+                      else partial(run_while_leading, elector, retention.run, name="retention"), name="retention")
         await run_daemon(source, port, interval=args.interval, metrics=metrics, world=world, status=status,
                          health=health, elected=elector is not None, config=args.live)
         if jobs is not None:
