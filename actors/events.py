@@ -6,10 +6,10 @@ Each is recorded once the decision is committed, on the Workload as the World la
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kueued.kube.pending_reasons import preemption_message, priorities
+from kueued.kube.workload_state import transitioned_at
 
 if TYPE_CHECKING:
     from kueued.kube.port import Recorder
@@ -23,15 +23,8 @@ __all__ = ["Recording", "queued_since"]
 def queued_since(manifest: dict[str, Any], wl: WorkloadInfo) -> float:
     """When the workload was last queued (Kueue's ``QueuedWaitTime``): its ``Requeued`` condition's
     last transition, if it has one (an eviction, a reactivation), else its creation."""
-    status = manifest.get("status")
-    listed = status.get("conditions") if isinstance(status, dict) else None
-    for c in listed if isinstance(listed, list) else ():
-        if isinstance(c, dict) and c.get("type") == "Requeued" and isinstance(c.get("lastTransitionTime"), str):
-            try:
-                return datetime.fromisoformat(c["lastTransitionTime"]).timestamp()
-            except ValueError:
-                break
-    return wl.created
+    requeued = transitioned_at(manifest, "Requeued", status=None)
+    return wl.created if requeued is None else requeued
 
 
 class Recording:

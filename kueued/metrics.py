@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from kueued.kube.workload_state import deactivation_cause
+
 if TYPE_CHECKING:
     from kueued.kube.port import Recorder
     from kueued.scheduling.snapshot import ClusterQueueSnapshot
@@ -59,16 +61,12 @@ DRAINED = frozenset({"Deactivated", "ClusterQueueStopped", "LocalQueueStopped"})
 """Evictions that are not preemptions (``actors.drains``), counted under their own reason."""
 """The ``Evicted`` condition's reason on every eviction kueued writes (Kueue's WorkloadEvictedByPreemption)."""
 
-DEACTIVATED_DUE_TO = "DeactivatedDueTo"
-
-
 def _eviction_labels(reason: str) -> tuple[str, str]:
     """(reason, underlying_cause) of an eviction, as Kueue reports it: a drain's reason is the Evicted
     condition's, a deactivation with a cause (``DeactivatedDueToX``) is ``Deactivated`` caused by ``X``,
     anything else a preemption's ``Preempted``."""
-    if reason.startswith(DEACTIVATED_DUE_TO):
-        return "Deactivated", reason[len(DEACTIVATED_DUE_TO):]
-    return (reason if reason in DRAINED else EVICTED_BY_PREEMPTION), ""
+    base, cause = deactivation_cause(reason)
+    return (base if base in DRAINED else EVICTED_BY_PREEMPTION), cause
 
 
 CQ_STATUSES = ("pending", "active", "terminating")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -31,7 +30,7 @@ import structlog
 
 from kueued.kube.client import JOB, KINDS, Kind
 from kueued.kube.errors import ApiError, ApiNotFound
-from kueued.kube.workload_state import owner_uid
+from kueued.kube.workload_state import condition, condition_true, deactivation_cause, owner_uid, transitioned_at
 
 if TYPE_CHECKING:
     from kueued.world import World
@@ -79,18 +78,17 @@ def due_deletions(world: World, now: float) -> tuple[list[tuple[str, dict[str, A
 
 def _deletion(workload: dict[str, Any], after_finished: float | None,
               after_deactivated: float | None) -> tuple[float, str, dict[str, Any], str] | None:
-    finished = _condition(workload, "Finished")
-    if after_finished is not None and finished is not None and finished.get("status") == "True":
-        since = _time(finished.get("lastTransitionTime"))
+    if after_finished is not None and condition_true(workload, "Finished"):
+        since = transitioned_at(workload, "Finished")
         return None if since is None else (since + after_finished, "Workload", workload, FINISHED)
-    evicted = _condition(workload, "Evicted")
+    evicted = condition(workload, "Evicted")
     spec = workload.get("spec")
     if (after_deactivated is None or evicted is None or evicted.get("status") != "True"
             or not isinstance(spec, dict) or spec.get("active") is not False
-            or not str(evicted.get("reason", "")).startswith("DeactivatedDueTo")):
+            or not deactivation_cause(str(evicted.get("reason", "")))[1]):
         return None
     owner = owner_uid(workload)
-    since = _time(evicted.get("lastTransitionTime"))
+    since = transitioned_at(workload, "Evicted")
     if owner is None or since is None:
         return None
     meta = workload.get("metadata")
@@ -98,20 +96,6 @@ def _deletion(workload: dict[str, Any], after_finished: float | None,
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": owner[0], "namespace": meta.get("namespace", ""), "uid": owner[1]}}
     return since + after_deactivated, "Job", job, DEACTIVATED
-
-
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    status = obj.get("status")
-    listed = status.get("conditions") if isinstance(status, dict) else None
-    return next((c for c in listed if isinstance(c, dict) and c.get("type") == kind), None) \
-        if isinstance(listed, list) else None
-
-
-def _time(value: Any) -> float | None:
-    try:
-        return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else None
-    except ValueError:
-        return None
 
 
 class Retention:

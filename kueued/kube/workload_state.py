@@ -8,7 +8,11 @@ from datetime import datetime
 from typing import Any
 
 __all__ = ["condition_true", "has_reservation", "is_admitted", "is_evicted", "owner_uid", "admitted_to", "evicted_for",
-           "released", "accumulated", "evictions_counted"]
+           "released", "accumulated", "evictions_counted", "condition", "transitioned_at", "deactivation_cause",
+           "DEACTIVATED_DUE_TO"]
+
+DEACTIVATED_DUE_TO = "DeactivatedDueTo"
+"""How Kueue's Evicted reason names why a workload was deactivated: ``DeactivatedDueTo<cause>``."""
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -36,9 +40,29 @@ def is_admitted(workload: dict[str, Any]) -> bool:
     return bool(_dict(workload.get("status")).get("admission")) and condition_true(workload, "Admitted")
 
 
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The status condition of type ``kind``, if there is one."""
     return next((c for c in map(_dict, _list(_dict(obj.get("status")).get("conditions"))) if c.get("type") == kind),
                 None)
+
+
+
+def transitioned_at(obj: dict[str, Any], kind: str, *, status: str | None = "True") -> float | None:
+    """When the ``kind`` condition last changed (epoch seconds), if it is there (with ``status``, unless
+    None) and says so readably."""
+    found = condition(obj, kind)
+    if found is None or (status is not None and found.get("status") != status):
+        return None
+    at = _time(found.get("lastTransitionTime"))
+    return None if at is None else at.timestamp()
+
+
+def deactivation_cause(reason: str) -> tuple[str, str]:
+    """(reason, underlying cause) of an Evicted reason, as Kueue counts them: ``DeactivatedDueToX`` is
+    ``Deactivated`` caused by ``X``; any other reason has no cause."""
+    if reason.startswith(DEACTIVATED_DUE_TO):
+        return "Deactivated", reason[len(DEACTIVATED_DUE_TO):]
+    return reason, ""
 
 
 def _time(value: Any) -> datetime | None:
@@ -56,12 +80,12 @@ def is_evicted(workload: dict[str, Any]) -> bool:
     (``QuotaReserved`` changed later) wins.  On a tie (the same second) the reservation wins
     too: an eviction's second phase clears the admission at once, which stops the Job anyway.
     """
-    evicted = _condition(workload, "Evicted")
+    evicted = condition(workload, "Evicted")
     if evicted is None or evicted.get("status") != "True":
         return False
     if not has_reservation(workload):
         return True
-    reserved = _condition(workload, "QuotaReserved") or {}
+    reserved = condition(workload, "QuotaReserved") or {}
     evicted_at, reserved_at = _time(evicted.get("lastTransitionTime")), _time(reserved.get("lastTransitionTime"))
     if evicted_at is None or reserved_at is None:
         return True
@@ -84,7 +108,7 @@ def admitted_to(cluster_queue: str, current: dict[str, Any]) -> bool:
 
 def evicted_for(message: str, current: dict[str, Any]) -> bool:
     """``Evicted=True`` with this message: the eviction kueued wrote is there."""
-    evicted = _condition(current, "Evicted")
+    evicted = condition(current, "Evicted")
     return evicted is not None and evicted.get("status") == "True" and evicted.get("message") == message
 
 
@@ -96,20 +120,18 @@ def released(current: dict[str, Any]) -> bool:
 def accumulated(workload: dict[str, Any], now: float) -> int | None:
     """Kueue's ``accumulatedPastExecutionTimeSeconds`` once an admission ends: what it held plus the
     whole seconds since the Admitted condition turned on; None when the workload was not admitted."""
-    admitted = _condition(workload, "Admitted")
-    began = _time(admitted.get("lastTransitionTime")) if admitted is not None and \
-        admitted.get("status") == "True" else None
+    began = transitioned_at(workload, "Admitted")
     if began is None:
         return None
     held = _dict(workload.get("status")).get("accumulatedPastExecutionTimeSeconds")
-    return (held if isinstance(held, int) else 0) + int(max(0.0, now - began.timestamp()))
+    return (held if isinstance(held, int) else 0) + int(max(0.0, now - began))
 
 
 def evictions_counted(workload: dict[str, Any], reason: str) -> list[dict[str, Any]]:
     """``status.schedulingStats.evictions`` with one more eviction for ``reason`` (Kueue's
     ``workloadEvictionStateInc``): entries by (reason, underlyingCause); a deactivation with a cause
     (``DeactivatedDueToX``) counts under reason ``Deactivated``, cause ``X``."""
-    base, _, cause = reason.partition("DueTo") if reason.startswith("DeactivatedDueTo") else (reason, "", "")
+    base, cause = deactivation_cause(reason)
     stats = _dict(_dict(workload.get("status")).get("schedulingStats"))
     entries = [dict(e) for e in map(_dict, _list(stats.get("evictions"))) if e.get("reason")]
     for entry in entries:
