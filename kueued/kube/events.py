@@ -70,11 +70,12 @@ class _Event(NamedTuple):
 
 
 class _Series:
-    """An Event written, and how many times it happened: what its next patch says."""
+    """An Event recorded (``at``), and how many times it happened: what its next patch says."""
 
-    __slots__ = ("namespace", "name", "count", "queued")
+    __slots__ = ("at", "namespace", "name", "count", "queued")
 
-    def __init__(self) -> None:
+    def __init__(self, at: float) -> None:
+        self.at = at
         self.namespace = ""
         self.name = ""  # "" until its create has been answered
         self.count = 1
@@ -107,8 +108,7 @@ class EventRecorder:
         self.clock = clock
         self.counts: Counter[str] = Counter()
         self._queue: deque[_Event] = deque()
-        self._recent: OrderedDict[Key, float] = OrderedDict()  # event -> when first recorded, oldest first
-        self._series: dict[Key, _Series] = {}  # of those, the ones being written or written
+        self._recent: OrderedDict[Key, _Series] = OrderedDict()  # events recorded in the window, oldest first
         self._wake: anyio.Event | None = None  # made by run(): an Event belongs to the running loop
         self._dropping = False
         self._failing: str | None = None
@@ -122,16 +122,15 @@ class EventRecorder:
         meta = ref["metadata"]
         key = (ref["kind"], meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""), type, reason,
                message)
-        if key in self._recent:
+        series = self._recent.get(key)
+        if series is not None:
             self.counts["deduplicated"] += 1
-            series = self._series.get(key)
-            if series is not None:
-                series.count += 1
-                if not series.queued and len(self._queue) < self.capacity:
-                    series.queued = True
-                    self._queue.append(_Event(ref, type, reason, message, key, repeat=True))
-                    if self._wake is not None:
-                        self._wake.set()
+            series.count += 1
+            if not series.queued and len(self._queue) < self.capacity:
+                series.queued = True
+                self._queue.append(_Event(ref, type, reason, message, key, repeat=True))
+                if self._wake is not None:
+                    self._wake.set()
             return False
         if len(self._queue) >= self.capacity:
             self.counts["dropped"] += 1
@@ -140,8 +139,7 @@ class EventRecorder:
                 self._dropping = True
             return False
         self._dropping = False
-        self._recent[key] = now
-        self._series[key] = _Series()
+        self._recent[key] = _Series(now)
         self._queue.append(_Event(ref, type, reason, message[:1024], key))
         self.counts["recorded"] += 1
         if self._wake is not None:
@@ -150,9 +148,8 @@ class EventRecorder:
 
     def _prune(self, now: float) -> None:
         recent = self._recent
-        while recent and (next(iter(recent.values())) <= now - self.window or len(recent) > 16 * self.capacity):
-            key, _ = recent.popitem(last=False)
-            self._series.pop(key, None)
+        while recent and (next(iter(recent.values())).at <= now - self.window or len(recent) > 16 * self.capacity):
+            recent.popitem(last=False)
 
     def pending_events(self) -> int:
         """Events queued and not yet handed to a worker."""
@@ -221,7 +218,7 @@ class EventRecorder:
             await self._write(self._queue.popleft())
 
     async def _write(self, event: _Event) -> None:
-        series = self._series.get(event.key)
+        series = self._recent.get(event.key)
         try:
             if event.repeat:
                 if series is not None:
