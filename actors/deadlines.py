@@ -85,8 +85,7 @@ class Deadlines:
         if spec is None or limit is None or self.clock is None:  # no limit, or no time passes
             self._deadlines.pop(key, None)
             return
-        past = self._past.get(key, spec.obj.status.accumulated_past_execution_time_seconds or 0)
-        self._deadlines[key] = (placement.at + limit - past, placement.at)
+        self._deadlines[key] = (placement.at + limit - self._past_of(key, spec), placement.at)
 
     def _ran(self, key: str, placement: Placement | None) -> None:
         """An admission ended without the workload finishing (its eviction released): the seconds it
@@ -95,8 +94,11 @@ class Deadlines:
         self._deadlines.pop(key, None)
         if placement is None or spec is None:
             return
-        past = self._past.get(key, spec.obj.status.accumulated_past_execution_time_seconds or 0)
-        self._past[key] = past + int(max(0.0, self.now() - placement.at))
+        self._past[key] = self._past_of(key, spec) + int(max(0.0, self.now() - placement.at))
+
+    def _past_of(self, key: str, spec: WorkloadSpec) -> int:
+        """Seconds the workload's earlier admissions ran: as this run counted them, else its status says."""
+        return self._past.get(key, spec.obj.status.accumulated_past_execution_time_seconds or 0)
 
     def next_deadline(self) -> float | None:
         """When the next admitted workload runs out of time (the coordinator's clock), or None."""
