@@ -113,8 +113,9 @@ class World:
                 return change, key
         except msgspec.ValidationError as exc:
             errors = [decode_error(exc)]
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            # A rule we did not anticipate: refuse the object, keep the daemon alive.
+        except Exception as exc:  # noqa: BLE001 - whatever it is, it is this object's, not the daemon's
+            # A rule we did not anticipate (a RecursionError from a deep value once took the daemon
+            # down, and down again on every restart while the object existed): refuse the object.
             errors = [FieldError("", f"cannot be read ({type(exc).__name__}: {exc})")]
         self.rejected[key] = "; ".join(str(e) for e in errors)
         return Change.REJECTED, key

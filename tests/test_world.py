@@ -255,3 +255,41 @@ def test_a_workload_evicted_for_pods_ready_timeout_queues_by_its_eviction_time_u
     preempted["status"]["conditions"][0]["reason"] = "Preempted"
     world.apply(preempted)
     assert world.workloads["ns/w"].created == timestamp("2026-01-01T00:00:01Z")  # a preemption keeps its place
+
+
+DEEP = "[" * 1000 + "]" * 1000  # Go reads it; a recursive decoder does not
+
+
+@pytest.mark.parametrize("annotation, refused", [
+    ("quota.scheduling.koordinator.sh/shared-weight", True),
+    ("quota.scheduling.koordinator.sh/max-strict-check-resource-keys", True),
+    ("quota.scheduling.koordinator.sh/namespaces", False),  # Koordinator ignores an unreadable list
+])
+def test_json_nested_too_deep_in_an_annotation_is_refused_or_ignored_not_a_crash(annotation: str,
+                                                                                 refused: bool) -> None:
+    world = World()
+    quota = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+             "metadata": {"name": "q", "namespace": "team", "annotations": {annotation: DEEP}},
+             "spec": {"max": {"cpu": "4"}, "min": {"cpu": "1"}}}
+    change, key = world.apply(quota)
+    if refused:
+        assert change is Change.REJECTED
+        assert world.rejected[key].startswith(f"metadata.annotations[{annotation}]")
+        assert "nested too deeply" in world.rejected[key]
+    else:
+        assert change is Change.ELASTIC and key not in world.rejected
+
+
+def test_any_failure_reading_an_object_refuses_that_object_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kueued.world as world_module
+
+    def boom(*args: object, **kwargs: object) -> list:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    world = World()
+    monkeypatch.setattr(world_module, "validate_object", boom)
+    change, key = world.apply(flavor("default"))
+    assert change is Change.REJECTED
+    assert world.rejected[key] == "cannot be read (RecursionError: maximum recursion depth exceeded)"
+    monkeypatch.undo()
+    assert world.apply(flavor("default"))[0] is Change.TOPOLOGY  # the same object, read now

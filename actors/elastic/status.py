@@ -21,7 +21,6 @@ flips it back to ``True``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ import structlog
 
 from kueued.kube.port import ApiPort, Condition
 from kueued.model import koordinator as k
+from kueued.model.json_text import read_json
 from kueued.model.quantity import QuantityError, format_milli
 
 __all__ = ["StatusWriter", "ACCEPTED"]
@@ -56,7 +56,7 @@ def _written(quota: Mapping[str, Any], key: str) -> dict[str, int]:
     if not raw:
         return {}
     try:
-        return k.resource_list(json.loads(raw))
+        return k.resource_list(read_json(raw))
     except (ValueError, TypeError, QuantityError):
         return {}
 

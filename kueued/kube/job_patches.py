@@ -32,6 +32,7 @@ from kueued.kube.job_workload import (
     min_parallelism,
     sync_completions,
 )
+from kueued.model.json_text import read_json
 
 __all__ = ["FlavorConflict", "start_patch", "suspend_patch", "reset_start_time_patch", "restore_patch",
            "original_info"]
@@ -59,7 +60,7 @@ def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -
     raw = _dict(_meta(job).get("annotations")).get(ORIGINAL_ANNOTATION)
     if isinstance(raw, str):
         try:
-            infos = json.loads(raw)
+            infos = read_json(raw)
         except ValueError:
             infos = None
         for info in _list(infos):

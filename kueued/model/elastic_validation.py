@@ -37,7 +37,6 @@ quotes the numbers.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,6 +44,7 @@ from typing import Any
 from kueued.errors import FieldError
 from kueued.model import koordinator as k
 from kueued.model.elastic_topology import amounts, check_topology, children_of, fmt, has_bound_workloads
+from kueued.model.json_text import read_json
 from kueued.model.quantity import QuantityError, parse
 from kueued.model.validation.fields import Errors
 from kueued.model.validation.meta import check_metadata
@@ -221,7 +221,7 @@ def _max_strict(obj: Mapping[str, Any], max_: Mapping[str, int]) -> list[FieldEr
         return []
     path = _annotation_path(k.ANNOTATION_MAX_STRICT_KEYS)
     try:
-        keys = json.loads(raw)
+        keys = read_json(raw)
         if not isinstance(keys, list):
             raise ValueError("not a JSON list")
         used = k.resource_list((obj.get("status") or {}).get("used"))

@@ -19,10 +19,10 @@ whole units rounded up, ``getQuantityValue``); :func:`koord_value` and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kueued.model.json_text import read_json
 from kueued.model.quantity import parse
 
 __all__ = [
@@ -123,7 +123,7 @@ def quota_namespaces(obj: Mapping[str, Any]) -> list[str]:
     if not raw:
         return []
     try:
-        value = json.loads(raw)
+        value = read_json(raw)
     except ValueError:
         return []
     if not isinstance(value, list):
@@ -150,7 +150,7 @@ def shared_weight(obj: Mapping[str, Any]) -> dict[str, int] | None:
     if not raw:
         return None
     try:
-        value = json.loads(raw)
+        value = read_json(raw)
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from exc
     if not isinstance(value, dict):
