@@ -94,7 +94,8 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
                         keep_events=EVENTS_KEPT)
     coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
     elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
-                                 delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT)
+                                 delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT,
+                                 recycle=world.settings.monitor_all_quotas is True)
     await coord.sync_topology(tg)
     await elastic.start(tg)
     if status is not None:

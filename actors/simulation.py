@@ -54,7 +54,8 @@ def run_actors(world: World) -> Report:
         port = InMemoryPort()
         kueue = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
         inputs = elastic_inputs(world)
-        elastic = ElasticCoordinator(prepare(*inputs), port) if inputs is not None else None
+        elastic = (ElasticCoordinator(prepare(*inputs), port, recycle=world.settings.monitor_all_quotas is not False)
+                   if inputs is not None else None)
 
         async def settle() -> None:
             async with anyio.create_task_group() as rounds:
@@ -78,7 +79,8 @@ def run_actors_timed(world: World, timeline: Any, *, real: bool = False,
         elastic = None
         if inputs is not None:
             elastic = ElasticCoordinator(prepare(*inputs), port, clock=timeline.clock,
-                                         delay=round(world.settings.delay_evict_time * US))
+                                         delay=round(world.settings.delay_evict_time * US),
+                                         recycle=world.settings.monitor_all_quotas is not False)
             driver = ElasticDriver(driver, elastic)
         return coord, await _run(coord, elastic, lambda: play(driver, real=real, progress=progress))
     return _report(world, *anyio.run(main))

@@ -91,6 +91,7 @@ class AdmissionFairSharing(msgspec.Struct, forbid_unknown_fields=True, kw_only=T
 
 class ElasticQuota(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     delay_evict_time: Seconds = DEFAULT_DELAY_EVICT_TIME
+    monitor_all_quotas: bool = False  # Koordinator's default: no forced recycling
 
 
 class Transformation(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -190,7 +191,8 @@ _KUEUE_KEYS = {"fairSharing.preemptionStrategies": "fair_sharing.preemption_stra
                "admissionFairSharing.usageHalfLifeTime": "admission_fair_sharing.usage_half_life_time",
                "admissionFairSharing.usageSamplingInterval": "admission_fair_sharing.usage_sampling_interval",
                "admissionFairSharing.resourceWeights": "admission_fair_sharing.resource_weights",
-               "elasticQuota.delayEvictTime": "elastic_quota.delay_evict_time", "featureGates": "feature_gates",
+               "elasticQuota.delayEvictTime": "elastic_quota.delay_evict_time",
+               "elasticQuota.monitorAllQuotas": "elastic_quota.monitor_all_quotas", "featureGates": "feature_gates",
                "resources.excludeResourcePrefixes": "resources.exclude_resource_prefixes",
                "resources.transformations": "resources.transformations",
                "objectRetentionPolicies.workloads.afterFinished": "object_retention.workloads_after_finished",
@@ -333,7 +335,8 @@ def configuration_manifest(config: Config) -> dict[str, Any] | None:
         out["admissionFairSharing"] = {"usageHalfLifeTime": f"{afs.usage_half_life_time:g}s",
                                        "usageSamplingInterval": f"{afs.usage_sampling_interval:g}s",
                                        "resourceWeights": dict(afs.resource_weights)}
-    out["elasticQuota"] = {"delayEvictTime": f"{config.elastic_quota.delay_evict_time:g}s"}
+    out["elasticQuota"] = {"delayEvictTime": f"{config.elastic_quota.delay_evict_time:g}s",
+                           "monitorAllQuotas": config.elastic_quota.monitor_all_quotas}
     if config.feature_gates:
         out["featureGates"] = dict(config.feature_gates)
     if config.resources != DEFAULTS.resources:

@@ -297,6 +297,8 @@ class World:
             s.retain_deactivated = _seconds(retention.after_deactivated_by_kueue)
         if cfg.elastic_quota is not None and cfg.elastic_quota.delay_evict_time:
             s.delay_evict_time = parse_duration(cfg.elastic_quota.delay_evict_time)
+        if cfg.elastic_quota is not None:
+            s.monitor_all_quotas = cfg.elastic_quota.monitor_all_quotas
         self.settings = s
         self._respec(lambda spec: True)  # gates and resource rules change how pending Workloads read
 

@@ -95,18 +95,23 @@ class ElasticCoordinator:
     """Starts one actor per group and the root, runs rounds, commits through the port.
 
     ``clock`` gives the time forced recycling measures its ``delay`` in (same unit);
-    without one every run is a run to quiescence and the delay counts as elapsed.
+    without one every run is a run to quiescence and the delay counts as elapsed.  ``recycle``:
+    whether forced recycling runs (Koordinator's ``monitorAllQuotas``) while the World's settings
+    do not say.
     """
 
     def __init__(self, setup: ElasticSetup, port: ApiPort, *, flow: Flow | None = None,
                  max_rounds: int | None = None, clock: Callable[[], float] | None = None,
-                 delay: float = DEFAULT_DELAY_EVICT_TIME, keep_events: int | None = None) -> None:
+                 delay: float = DEFAULT_DELAY_EVICT_TIME, recycle: bool = True,
+                 keep_events: int | None = None) -> None:
         self.setup = setup
         self.port = port
         self.flow = flow or Flow()
         self.max_rounds = max_rounds  # None: 4 per workload held, plus 4
         self.clock = clock
         self.delay = delay
+        self._recycle_default = recycle
+        self.recycle = recycle
         self.status = StatusWriter(port)
         self.root: ElasticRootActor = None  # type: ignore[assignment]  # build() makes it
         self.groups: dict[str, ElasticGroupActor] = {}
@@ -223,6 +228,8 @@ class ElasticCoordinator:
     async def sync_world(self, world: World) -> None:
         """:meth:`sync` to a World's ElasticQuotas, the Workloads they hold, its Nodes and settings."""
         self.delay = world.settings.delay_evict_time
+        monitor = world.settings.monitor_all_quotas
+        self.recycle = self._recycle_default if monitor is None else monitor
         before = {k.name_of(q) for q in self.setup.quotas}
         inputs = elastic_inputs(world) or ([], [], list(world.nodes.values()))
         await self.sync(prepare(*inputs))
@@ -287,6 +294,9 @@ class ElasticCoordinator:
         return ok
 
     async def _recycle_pass(self) -> bool:
+        if not self.recycle:
+            self._deadlines.clear()
+            return False
         changed = False
         now = self.now()
         for name, actor in self.groups.items():  # by name, as the pure pass

@@ -28,6 +28,7 @@ class ElasticQuotaConfig(_Base):
     """kueued's own section: Koordinator's ElasticQuotaArgs that kueued honours."""
 
     delay_evict_time: str = ""  # a Go duration; "" keeps Koordinator's 120s
+    monitor_all_quotas: bool | None = None  # forced recycling on or off; None: the host's default
 
 
 class RequeuingStrategy(_Base):

@@ -28,6 +28,10 @@ class Settings(msgspec.Struct, kw_only=True):
     # Koordinator's ElasticQuotaArgs.delayEvictTime (Configuration ``elasticQuota.delayEvictTime``):
     # seconds a group stays above its runtime before forced recycling evicts (default 120).
     delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
+    # ElasticQuotaArgs.monitorAllQuotas (``elasticQuota.monitorAllQuotas``): whether forced recycling
+    # runs at all.  None leaves it to the host: off in the daemon (Koordinator's default), on in
+    # ``simulate`` (the conformance scenarios that recycle say so in their notes, not in a Configuration)
+    monitor_all_quotas: bool | None = None
     # waitForPodsReady.requeuingStrategy.timestamp: a workload evicted for PodsReadyTimeout or by an
     # admission check queues by its eviction time ("Eviction", Kueue's default), or by its creation
     requeue_by_eviction: bool = True

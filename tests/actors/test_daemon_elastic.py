@@ -160,7 +160,7 @@ def test_finishing_frees_runtime_for_the_next_workload(tmp_path: Path) -> None:
 
 
 def test_a_lowered_max_recycles_after_the_configured_delay_and_not_before(tmp_path: Path) -> None:
-    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="30s")])
+    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="30s", monitor_all_quotas=True)])
     _write(tmp_path / "quotas.yaml", _teams())
     _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="8").at(1).build()])
     port = InMemoryPort()
@@ -190,8 +190,35 @@ def test_a_lowered_max_recycles_after_the_configured_delay_and_not_before(tmp_pa
     assert "revoked" in next(c.detail for c in port.log if c.kind == "evict")
 
 
+def test_the_daemon_recycles_nothing_unless_monitor_all_quotas_is_on(tmp_path: Path) -> None:
+    """Koordinator's QuotaOverUsedRevokeController runs only with monitorAllQuotas (default false)."""
+    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="30s")])
+    _write(tmp_path / "quotas.yaml", _teams())
+    _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="8").at(1).build()])
+    port = InMemoryPort()
+    clock = Clock()
+    seen: list[tuple[float, list[str]]] = []
+
+    def record() -> None:
+        seen.append((clock.now, _evicted(port)))
+
+    def lower_max() -> None:
+        record()
+        clock.now = 100.0
+        _write(tmp_path / "quotas.yaml", _teams(a_max="4"))
+
+    def long_after() -> None:
+        record()
+        clock.now = 1000.0
+        _write(tmp_path / "nudge.yaml", [namespace("nudge")])
+
+    _run(tmp_path, port, [lower_max, long_after, record], clock=clock)
+    assert seen == [(0.0, []), (100.0, []), (1000.0, [])]
+    assert _amounts(port, "team-a")["runtime"] == {"cpu": "4"}  # over its runtime, and kept
+
+
 def test_removing_a_node_scales_the_mins_at_once(tmp_path: Path) -> None:
-    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="0s")])
+    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="0s", monitor_all_quotas=True)])
     _write(tmp_path / "nodes.yaml", [node("n1", cpu="8")])
     _write(tmp_path / "n2.yaml", [node("n2", cpu="8")])
     _write(tmp_path / "quotas.yaml", [EQ("a").min(cpu="6").max(cpu="10").build(),

@@ -157,9 +157,14 @@ def group(
                         shared_weight=weight, allow_lent_resource=lend)
 
 
-def configuration(*, delay_evict_time: str | None = None) -> dict[str, Any]:
+def configuration(*, delay_evict_time: str | None = None, monitor_all_quotas: bool | None = None) -> dict[str, Any]:
     """Kueue's Configuration with kueued's ``elasticQuota`` section."""
     cfg: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+    section: dict[str, Any] = {}
     if delay_evict_time is not None:
-        cfg["elasticQuota"] = {"delayEvictTime": delay_evict_time}
+        section["delayEvictTime"] = delay_evict_time
+    if monitor_all_quotas is not None:
+        section["monitorAllQuotas"] = monitor_all_quotas
+    if section:
+        cfg["elasticQuota"] = section
     return cfg

@@ -562,7 +562,9 @@ SYSTEM = ["kube-system", "kueue-system"]
                  id="elastic-negative-delay"),
     pytest.param(configuration(elasticQuota={"delayEvictTime": "soon"}), {"elasticQuota.delayEvictTime"},
                  id="elastic-bad-delay"),
-    pytest.param(configuration(elasticQuota={"monitorAllQuotas": True}), {"elasticQuota.monitorAllQuotas"},
+    pytest.param(configuration(elasticQuota={"monitorAllQuotas": "yes"}), {"elasticQuota.monitorAllQuotas"},
+                 id="elastic-monitor-not-a-boolean"),
+    pytest.param(configuration(elasticQuota={"revokePodInterval": "1s"}), {"elasticQuota.revokePodInterval"},
                  id="elastic-unknown-field"),
 ])
 def test_configuration(obj: Obj, expected: set[str]) -> None:

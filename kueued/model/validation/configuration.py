@@ -23,7 +23,7 @@ gain fields release by release (``integrations``, ``resources``, ``multiKueue`` 
 
 kueued adds one section of its own, ``elasticQuota`` (Koordinator's ElasticQuotaArgs that
 it honours): ``delayEvictTime``, the forced recycling delay, a non-negative duration
-(default 120s).
+(default 120s), and ``monitorAllQuotas``, whether forced recycling runs at all (a boolean).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ _TOP_LEVEL = frozenset({
     "objectRetentionPolicies", "visibilityServer",
     "elasticQuota",  # kueued's own: Koordinator's ElasticQuotaArgs it honours
 })
-_ELASTIC_QUOTA = frozenset({"delayEvictTime"})
+_ELASTIC_QUOTA = frozenset({"delayEvictTime", "monitorAllQuotas"})
 _FAIR_SHARING = frozenset({"preemptionStrategies"})
 _ADMISSION_FAIR_SHARING = frozenset({"usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"})
 _STRATEGY_SETS = (
@@ -330,9 +330,13 @@ def _visibility_server(errs: Errors, value: object) -> None:
 
 
 def _elastic_quota(errs: Errors, value: object) -> None:
-    """kueued's ``elasticQuota`` section: ``delayEvictTime``, a non-negative Go duration."""
+    """kueued's ``elasticQuota`` section: ``delayEvictTime``, a non-negative Go duration, and
+    ``monitorAllQuotas``, a boolean."""
     if value is None:
         return
     eq = mapping(errs, value, "elasticQuota")
     strict(errs, eq, "elasticQuota", _ELASTIC_QUOTA)
     _duration(errs, eq.get("delayEvictTime"), "elasticQuota.delayEvictTime")
+    monitor = eq.get("monitorAllQuotas")
+    if monitor is not None and not isinstance(monitor, bool):
+        errs.invalid("elasticQuota.monitorAllQuotas", monitor, "must be a boolean")
