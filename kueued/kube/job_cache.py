@@ -9,6 +9,11 @@ object replaces its cached copy only if its resourceVersion is not older.  It ca
 after the object's deletion event: the uids of the last :data:`TOMBSTONES` objects deleted are
 kept, and a version of one of them is never taken in again (an object created anew under the
 same name has a new uid).
+
+A Job may name its Workload instead (``kueue.x-k8s.io/prebuilt-workload-name``,
+:mod:`kueued.kube.job_prebuilt`); until the Job adopts it, that Workload has no owner.  The
+cache keeps which Job wants which Workload, and a Workload nobody controls only while a Job
+wants it (:attr:`JobCache.prebuilt`); its events go to that Job.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 import structlog
 
+from kueued.kube import job_prebuilt
 from kueued.kube import job_workload as jw
 
 __all__ = ["JobCache", "meta", "key_of"]
@@ -60,6 +66,9 @@ class JobCache:
         self.workloads: dict[str, dict[str, Any]] = {}  # "ns/name" -> Workload controlled by a Job
         self._owned: dict[str, set[str]] = {}           # Job key -> keys of the Workloads a Job of that name controls
         self._deleted: OrderedDict[str, None] = OrderedDict()  # uids of deleted objects, oldest first
+        self.prebuilt: dict[str, dict[str, Any]] = {}   # "ns/name" -> a wanted Workload nobody controls yet
+        self._wanted: dict[str, str] = {}               # "ns/workload" -> the Job ("ns/name") that names it
+        self._names: dict[str, str] = {}                # the other way round
 
     def job_keys(self) -> set[str]:
         """Every Job cached, and every Job name a Workload names as its owner (orphans too)."""
@@ -79,6 +88,7 @@ class JobCache:
                     self.jobs.pop(key, None)
                 elif _newer(obj, self.jobs.get(key)):
                     self.jobs[key] = obj
+                self._want(key, None if verb == "delete" else self.jobs.get(key))
                 return key
             if obj.get("kind") == "Workload":
                 return self._observe_workload(verb, obj)
@@ -98,8 +108,29 @@ class JobCache:
             return False
         return uid in self._deleted
 
+    def _want(self, job_key: str, job: dict[str, Any] | None) -> None:
+        """Record the Workload ``job`` names (none once it is deleted or names none)."""
+        name = job_prebuilt.prebuilt_name(job) if job is not None else None
+        wl_key = f"{job_key.split('/', 1)[0]}/{name}" if name is not None else None
+        old = self._names.get(job_key)
+        if old == wl_key:
+            return
+        if old is not None:
+            del self._names[job_key]
+            self._wanted.pop(old, None)
+            self.prebuilt.pop(old, None)
+        if wl_key is not None:
+            self._names[job_key] = wl_key
+            self._wanted[wl_key] = job_key
+
     def _observe_workload(self, verb: str, obj: dict[str, Any]) -> str | None:
         key = key_of(obj)
+        wanted_by = self._wanted.get(key)
+        if wanted_by is not None:
+            if verb == "delete" or jw.owner_uid(obj) is not None:
+                self.prebuilt.pop(key, None)
+            elif _newer(obj, self.prebuilt.get(key)):
+                self.prebuilt[key] = obj
         old = self.workloads.get(key)
         owner = jw.owner_uid(obj)
         if verb != "delete" and old is not None and not _newer(obj, old):
@@ -117,7 +148,7 @@ class JobCache:
             if not self._owned.get(f"{namespace}/{job[0]}"):
                 self._owned.pop(f"{namespace}/{job[0]}", None)
         name = (owner or previous or ("", ""))[0]
-        return f"{namespace}/{name}" if name else None
+        return f"{namespace}/{name}" if name else wanted_by
 
     def owned_by(self, key: str) -> list[dict[str, Any]]:
         return [self.workloads[k] for k in sorted(self._owned.get(key, ())) if k in self.workloads]

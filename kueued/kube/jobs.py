@@ -63,6 +63,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from kueued.kube import job_patches as jp
+from kueued.kube import job_prebuilt
 from kueued.kube import job_workload as jw
 from kueued.kube.backoff import Backoff
 from kueued.kube.client import JOB, KINDS, Kind
@@ -212,8 +213,13 @@ class JobController:
             if job is None or not jw.queue_name(job):
                 return
             uid = meta(job).get("uid")
-            owned = [w for w in self.cache.owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] == uid]
-            step = jw.decide(job, owned)
+            prebuilt = job_prebuilt.prebuilt_name(job)
+            if prebuilt is not None:
+                named = await self._prebuilt(job, prebuilt)
+                owned, step = [w for w in (named,) if w is not None], job_prebuilt.decide(job, named)
+            else:
+                owned = [w for w in self.cache.owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] == uid]
+                step = jw.decide(job, owned)
             if isinstance(step, jw.Done | jw.Wait):
                 return
             try:
@@ -221,6 +227,20 @@ class JobController:
             except _Gone:
                 return
         log.warning("job_reconcile_unsettled", job=key, steps=MAX_STEPS)
+
+    async def _prebuilt(self, job: dict[str, Any], name: str) -> dict[str, Any] | None:
+        """The Workload ``job`` names, unless another object controls it: from the caches, else
+        asked of the API server (its watch event may not have come, or came before the Job's)."""
+        namespace = meta(job).get("namespace", "")
+        key = f"{namespace}/{name}"
+        wl = self.cache.workloads.get(key) or self.cache.prebuilt.get(key)
+        if wl is None:
+            try:
+                wl = await self.client.get(WORKLOAD, namespace, name)
+            except ApiNotFound:
+                return None
+            self.cache.observe("apply", wl)
+        return None if job_prebuilt.controlled_by_other(wl, job) else wl
 
     async def _delete_stale(self, key: str) -> None:
         """Delete the Workloads of a Job that is gone, or was replaced by a new Job of the same name."""
@@ -247,6 +267,9 @@ class JobController:
         match step:
             case jw.CreateWorkload():
                 await self._create_workload(job)
+            case job_prebuilt.Adopt(workload=wl_name):
+                await self._write_workload(owned[wl_name], job_prebuilt.adoption(job, owned[wl_name]),
+                                           action="workload_adopted", why=step.why)
             case jw.DeleteWorkloads(names=names):
                 for wl_name in names:
                     await self._delete_workload(owned[wl_name], why=step.why)
