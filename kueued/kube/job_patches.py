@@ -9,7 +9,12 @@ conditional on the Job's resourceVersion.
   the template's ``nodeSelector`` and their ``tolerations`` appended, what the template had
   kept in the annotation :data:`~kueued.kube.job_workload.ORIGINAL_ANNOTATION` (Kueue's
   PodSetInfo), and ``suspend: false``.  A flavor's node label that contradicts the template's
-  selector is :class:`FlavorConflict`, a permanent start error.
+  selector is :class:`FlavorConflict`, a permanent start error.  The template also gets
+  Kueue's pod labels: ``kueue.x-k8s.io/podset`` (the pod set's name), and, as Kueue's
+  AssignQueueLabelsForPods gate (on by default) adds them, ``kueue.x-k8s.io/local-queue-name``
+  and ``kueue.x-k8s.io/cluster-queue-name`` (the latter only when the name is a valid label
+  value), so per-queue usage can be read off the pods.  The values they replace are kept in the
+  annotation too, and put back on stop.
 - **Stop**: :func:`suspend_patch`, then :func:`reset_start_time_patch` if the job controller
   stamped ``status.startTime``, then :func:`restore_patch`, which gives the template its own
   directives back (:func:`original_info`: from the annotation, else from the Workload's copy
@@ -19,6 +24,7 @@ conditional on the Job's resourceVersion.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from kueued.kube.job_workload import (
@@ -35,7 +41,22 @@ from kueued.kube.job_workload import (
 from kueued.model.json_text import read_json
 
 __all__ = ["FlavorConflict", "start_patch", "suspend_patch", "reset_start_time_patch", "restore_patch",
-           "original_info"]
+           "original_info", "pod_labels", "PODSET_LABEL", "LOCAL_QUEUE_LABEL", "CLUSTER_QUEUE_LABEL"]
+
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+_POD_LABELS = (PODSET_LABEL, LOCAL_QUEUE_LABEL, CLUSTER_QUEUE_LABEL)
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def pod_labels(local_queue: str, cluster_queue: str) -> dict[str, str]:
+    """The labels a started Job's pods carry (Kueue's PodSetLabel and queue labels)."""
+    labels = {PODSET_LABEL: POD_SET}
+    for key, value in ((LOCAL_QUEUE_LABEL, local_queue), (CLUSTER_QUEUE_LABEL, cluster_queue)):
+        if value and len(value) <= 63 and _LABEL_VALUE.match(value):
+            labels[key] = value
+    return labels
 
 
 class FlavorConflict(ValueError):
@@ -66,7 +87,7 @@ def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -
         for info in _list(infos):
             info = _dict(info)
             if info.get("name", POD_SET) == POD_SET:
-                kept: dict[str, Any] = {k: info[k] for k in ("parallelism", "completions") if k in info}
+                kept: dict[str, Any] = {k: info[k] for k in ("parallelism", "completions", "labels") if k in info}
                 return {"nodeSelector": _dict(info.get("nodeSelector")), "tolerations": _list(info.get("tolerations")),
                         **kept}
     if workload is not None:
@@ -74,15 +95,19 @@ def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -
             if _dict(ps).get("name", POD_SET) == POD_SET:
                 spec = _dict(_dict(_dict(ps).get("template")).get("spec"))
                 info = {"nodeSelector": _dict(spec.get("nodeSelector")), "tolerations": _list(spec.get("tolerations"))}
+                own = _dict(_dict(_dict(_dict(ps).get("template")).get("metadata")).get("labels"))
+                info["labels"] = {k: own.get(k) for k in _POD_LABELS}  # whatever start added goes
                 if min_parallelism(job) is not None:  # RestorePodSetsInfo: the Workload's count
                     info["parallelism"] = _dict(ps).get("count")
                 return info
     return None
 
 
-def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]], count: int | None = None) -> dict[str, Any]:
+def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]], count: int | None = None,
+                labels: dict[str, str] | None = None) -> dict[str, Any]:
     """Unsuspend ``job`` with the ``flavors``' (ResourceFlavor manifests) node labels and tolerations;
-    ``count``: the pods admitted, which a Job asking for fewer (partial admission) runs at once.
+    ``count``: the pods admitted, which a Job asking for fewer (partial admission) runs at once;
+    ``labels``: the pod labels to add (:func:`pod_labels`).
 
     The original comes from the annotation if the Job already carries one (a stop not yet
     finished), so a second start never mistakes injected values for the user's.
@@ -107,6 +132,10 @@ def start_patch(job: dict[str, Any], flavors: list[dict[str, Any]], count: int |
     body: dict[str, Any] = {"suspend": False, "template": {"spec": {
         "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), selector),
         "tolerations": tolerations or None}}}
+    if labels:
+        own = _dict(_dict(_dict(_dict(job.get("spec")).get("template")).get("metadata")).get("labels"))
+        kept["labels"] = original.get("labels") or {k: own.get(k) for k in labels}
+        body["template"]["metadata"] = {"labels": dict(labels)}
     if count is not None and min_parallelism(job) is not None:  # Kueue's RunWithPodSetsInfo
         job_spec = _dict(job.get("spec"))
         for field in ("parallelism", "completions") if sync_completions(job) else ("parallelism",):
@@ -138,6 +167,8 @@ def restore_patch(job: dict[str, Any], workload: dict[str, Any] | None) -> dict[
         body["spec"] = {"template": {"spec": {
             "nodeSelector": _map_patch(_dict(spec.get("nodeSelector")), original["nodeSelector"]),
             "tolerations": original["tolerations"] or None}}}
+        if isinstance(original.get("labels"), dict):  # the pod labels start added: their own values again
+            body["spec"]["template"]["metadata"] = {"labels": original["labels"]}
         for field in ("parallelism", "completions"):  # a Job started with fewer pods asks for all again
             if field in original:
                 body["spec"][field] = original[field]

@@ -17,7 +17,7 @@ are Kueue's (``pkg/controller/jobframework/reconciler.go``, ``pkg/controller/job
   (:class:`Priority`); the label ``kueue.x-k8s.io/max-exec-time-seconds`` becomes its
   ``maximumExecutionTimeSeconds``.
 - **Partial admission**: a Job admitted with fewer pods starts with ``parallelism`` (and, with
-  :data:`SYNC_COMPLETIONS_ANNOTATION` ``"true"``, ``completions``) set to the admitted count, its
+  :data:`SYNC_COMPLETIONS_ANNOTATION` true as Go's ``ParseBool`` reads it, ``completions``) set to the admitted count, its
   own values kept in :data:`ORIGINAL_ANNOTATION` (completions only for an Indexed Job, the only
   kind whose completions the API server lets change) and given back when it stops (Kueue's
   ``RunWithPodSetsInfo`` / ``RestorePodSetsInfo``).  While admitted, the Job matches its Workload
@@ -228,8 +228,12 @@ def min_parallelism(job: dict[str, Any]) -> int | None:
 def sync_completions(job: dict[str, Any]) -> bool:
     """Kueue's ``syncCompletionWithParallelism``: an Indexed Job whose annotation asks for it (the API
     server lets ``completions`` change only with ``parallelism``, and only for an Indexed Job)."""
-    return (_dict(job.get("spec")).get("completionMode") == "Indexed"
-            and _dict(_meta(job).get("annotations")).get(SYNC_COMPLETIONS_ANNOTATION) == "true")
+    value = _dict(_meta(job).get("annotations")).get(SYNC_COMPLETIONS_ANNOTATION)
+    return _dict(job.get("spec")).get("completionMode") == "Indexed" and value in _GO_TRUE
+
+
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+"""What Go's ``strconv.ParseBool`` reads as true (Kueue parses the annotation with it)."""
 
 
 def pod_sets(job: dict[str, Any]) -> list[dict[str, Any]]:

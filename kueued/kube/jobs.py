@@ -63,7 +63,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from kueued.kube import job_patches as jp
-from kueued.kube import job_prebuilt
+from kueued.kube import job_prebuilt, job_reclaimable
 from kueued.kube import job_workload as jw
 from kueued.kube.backoff import Backoff
 from kueued.kube.client import JOB, KINDS, Kind
@@ -220,6 +220,7 @@ class JobController:
             else:
                 owned = [w for w in self.cache.owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] == uid]
                 step = jw.decide(job, owned)
+            step = job_reclaimable.refine(job, owned, step)
             if isinstance(step, jw.Done | jw.Wait):
                 return
             try:
@@ -267,6 +268,9 @@ class JobController:
         match step:
             case jw.CreateWorkload():
                 await self._create_workload(job)
+            case job_reclaimable.UpdateReclaimable(workload=wl_name):
+                await self._write_workload(owned[wl_name], {"status": {"reclaimablePods": step.body()}}, status=True,
+                                           action="workload_reclaimable_pods", why=step.why, pods=step.body())
             case job_prebuilt.Adopt(workload=wl_name):
                 await self._write_workload(owned[wl_name], job_prebuilt.adoption(job, owned[wl_name]),
                                            action="workload_adopted", why=step.why)
@@ -374,7 +378,9 @@ class JobController:
         admission = (wl.get("status") or {}).get("admission") or {}
         flavors = await assigned_flavors(self.client, admission)
         try:
-            body = jp.start_patch(job, flavors, jw.admitted_count(wl))
+            labels = jp.pod_labels(str((wl.get("spec") or {}).get("queueName", "")),
+                                   str(admission.get("clusterQueue", "")))
+            body = jp.start_patch(job, flavors, jw.admitted_count(wl), labels)
         except jp.FlavorConflict as exc:  # Kueue: a permanent start error finishes the Workload
             log.warning("job_start_impossible", job=key_of(job), reason=str(exc))
             await self._finish(wl, jw.FAILED_TO_START, str(exc))
