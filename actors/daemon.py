@@ -63,6 +63,7 @@ from actors.reasons import ReasonLog
 from kueued.config_live import Live
 from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.health import Health, stale_after
+from kueued.kube.in_force import earlier_of
 from kueued.kube.port import ApiPort, StatusPublisher
 from kueued.metrics import DecisionRecorder, Metrics
 from kueued.model.api import object_key
@@ -265,8 +266,10 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
 async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
                      tg: anyio.abc.TaskGroup, status: StatusPublisher | None) -> bool:
     """One source event; whether the elastic tree must follow."""
-    change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
     key = object_key(manifest)
+    if verb == "apply" and key not in coord.world.raw and (earlier := earlier_of(manifest)) is not None:
+        await coord.apply(earlier, tg)  # refused before a restart: that version is still the one in force
+    change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
     reason = coord.world.rejected.get(key, "") if change is Change.REJECTED else None
     if reason is not None:
         log.warning("object_rejected", object=key, reason=reason)
@@ -274,6 +277,7 @@ async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: Ela
         status.forget(key)
     elif status is not None:  # an Accepted condition and a warning Event say what a webhook would have
         status.validated(manifest, reason)
+        status.in_force(manifest, coord.world.raw.get(key), refused=reason is not None)
     kind = manifest.get("kind")
     if verb == "delete" and kind == "Workload":
         port.forget(key.split("/", 1)[1])

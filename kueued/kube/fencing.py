@@ -271,6 +271,9 @@ class FencedStatus:
     def validated(self, manifest: Mapping[str, Any], reason: str | None) -> bool:
         return self.publisher.validated(manifest, reason)
 
+    def in_force(self, manifest: Mapping[str, Any], held: Mapping[str, Any] | None, *, refused: bool) -> None:
+        self.publisher.in_force(manifest, held, refused=refused)
+
     def forget(self, key: str) -> None:
         self.publisher.forget(key)
 

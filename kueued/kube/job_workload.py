@@ -17,8 +17,8 @@ are Kueue's (``pkg/controller/jobframework/reconciler.go``, ``pkg/controller/job
   (:class:`Priority`); the label ``kueue.x-k8s.io/max-exec-time-seconds`` becomes its
   ``maximumExecutionTimeSeconds``.
 - **Partial admission**: a Job admitted with fewer pods starts with ``parallelism`` (and, with
-  :data:`SYNC_COMPLETIONS_ANNOTATION` true as Go's ``ParseBool`` reads it, ``completions``) set to the admitted count, its
-  own values kept in :data:`ORIGINAL_ANNOTATION` (completions only for an Indexed Job, the only
+  :data:`SYNC_COMPLETIONS_ANNOTATION` true as Go's ``ParseBool`` reads it, ``completions``) set to
+  the admitted count, its own values kept in :data:`ORIGINAL_ANNOTATION` (completions only for an Indexed Job, the only
   kind whose completions the API server lets change) and given back when it stops (Kueue's
   ``RunWithPodSetsInfo`` / ``RestorePodSetsInfo``).  While admitted, the Job matches its Workload
   when it asks for the admitted count (or, suspended, for the Workload's own count).

@@ -63,6 +63,11 @@ RULES: tuple[Rule, ...] = (
          "release_finalizers: Kueue's resource-in-use finalizer off a deleted Workload; "
          "KubePort.deactivate: spec.active false once a maximum execution time runs out; "
          "Retention.sweep: deletes a finished Workload (objectRetentionPolicies)"),
+    # kube/in_force.py: the version in force of an object whose newest version kueued refused, kept
+    # in an annotation so a restart refuses that version again (ClusterQueues, ResourceFlavors,
+    # Workloads and ElasticQuotas are patched by the rules above and below already).
+    Rule(KUEUE_GROUP, ("cohorts", "localqueues", "workloadpriorityclasses"), ("patch",),
+         "TreeStatusPublisher.in_force: the kueued.io/in-force annotation on an object whose update was refused"),
     # The ElasticQuota watch, then KubePort.annotate_quota: Koordinator's request/runtime
     # annotations are metadata, so they are a merge patch of the object itself (KubeClient.patch).
     Rule(KOORDINATOR_GROUP, ("elasticquotas",), (*_WATCH, "patch"),

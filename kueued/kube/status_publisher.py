@@ -57,6 +57,8 @@ from kueued.kube.conditions import merge_conditions
 from kueued.kube.errors import ApiError, ApiNotFound
 from kueued.kube.events import EventRecorder
 from kueued.kube.finalizers import FinalizerKeeper
+from kueued.kube.in_force import wanted
+from kueued.kube.in_force_writer import InForceWriter
 from kueued.kube.port import Condition
 from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
 from kueued.model.api import object_key
@@ -190,6 +192,7 @@ class TreeStatusPublisher:
         self._refused: dict[str, tuple[int | None, str]] = {}  # key -> (generation, errors) an Event was recorded for
         self._seen: dict[str, dict[str, Any]] = {}  # key -> the newest (refused) manifest: World.raw keeps the older
         self.finalizers = FinalizerKeeper(client, budget=self.budget, clock=clock)  # Kueue's, in a task of its own
+        self.memory = InForceWriter()  # the version in force of a refused object, kept on it across restarts
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The finalizer keeper and the recorder's writers, if there is a recorder
@@ -236,6 +239,11 @@ class TreeStatusPublisher:
             self.recorder.validation_failed(manifest, reason)
         return new
 
+    def in_force(self, manifest: Mapping[str, Any], held: Mapping[str, Any] | None, *, refused: bool) -> None:
+        """``manifest`` was applied (refused or not) with ``held`` in force: keep the annotation that
+        records the version in force right (:mod:`kueued.kube.in_force`), on the next publish."""
+        self.memory.note(manifest, wanted(manifest, held, refused=refused))
+
     def forget(self, key: str) -> None:
         """The object was deleted: nothing about it is kept (a new one of that name starts afresh)."""
         self._drop(key)
@@ -251,6 +259,8 @@ class TreeStatusPublisher:
         """Write what changed since the last publish (module notes); how many writes succeeded."""
         world = coord.world
         self.finalizers.poke(world)  # Kueue's finalizer on every queue, off deleted ones no longer in use
+        if len(self.memory):
+            await self.memory.flush(self.client)
         tokens = self.budget.available()
         if tokens < 1:
             return 0  # nothing could be written now: not even worked out (module notes, 4)

@@ -278,6 +278,8 @@ def test_cluster_role_reads_every_kind_and_writes_only_status_annotations_finali
         ("", "events", "create"), ("", "events", "patch"),  # a repeated Event is counted on the one written
         ("batch", "jobs", "patch"), ("batch", "jobs/status", "patch"), ("batch", "jobs/finalizers", "update"),
         ("batch", "jobs", "delete"),  # object retention: the Job of a Workload Kueue deactivated
+        # the kueued.io/in-force annotation on an object whose update was refused
+        *{("kueue.x-k8s.io", p, "patch") for p in ("cohorts", "localqueues", "workloadpriorityclasses")},
     }
     assert not any(g[1] == "leases" for g in grants)  # leases only in kueued's namespace
     assert {("", "namespaces", "watch"), ("", "nodes", "list")} <= grants
