@@ -67,6 +67,7 @@ from kueued.kube.in_force import earlier_of
 from kueued.kube.port import ApiPort, StatusPublisher
 from kueued.metrics import DecisionRecorder, Metrics
 from kueued.model.api import object_key
+from kueued.model.koordinator import parents_first
 from kueued.notify import Notifier, sd_notify
 from kueued.scheduling.elastic import prepare
 from kueued.sources import ManifestDirectory, Source
@@ -143,7 +144,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
         stop = _supervise(tg, health, elected=elected, signals=handle_signals, config=config)
         batch: list[tuple[str, dict]] = []
         with stop.interruptible():
-            batch = await source.initial()  # nothing is decided before every kind's first list is in
+            batch = _as_created(await source.initial())  # nothing is decided before every kind's first list is in
         ready = False
         unsettled = False  # the last rounds stopped at the interval, before quiescence
         wrote_at = clock()  # the last pass that wrote status and pending reasons
@@ -181,6 +182,18 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
             coord.stop()
             elastic.stop()
         tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
+
+
+def _as_created(batch: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The first list, its ElasticQuotas put in the order they were made, parents first
+    (``koordinator.parents_first``), in the places the list gave them: validated in name order, a
+    child came before its parent and was refused, and workloads went to the default quota."""
+    slots = [i for i, (verb, m) in enumerate(batch) if verb == "apply" and m.get("kind") == "ElasticQuota"]
+    ordered = parents_first([batch[i][1] for i in slots])
+    out = list(batch)
+    for i, manifest in zip(slots, ordered, strict=True):
+        out[i] = ("apply", dict(manifest))
+    return out
 
 
 def _due(coord: Coordinator, elastic: ElasticCoordinator, clock: Callable[[], float]) -> float:

@@ -227,3 +227,28 @@ def koord_value(resource: str, milli: int) -> int:
 
 def from_koord_value(resource: str, value: int) -> int:
     return value if resource == "cpu" else value * 1000
+
+
+def parents_first(quotas: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """ElasticQuotas in the order Koordinator's webhook would have met them: by creation time (then
+    namespace and name), each parent before its children.  A daemon that lists a quota tree (a start,
+    a relist) gets it in name order; validated in that order, a child came before its parent and was
+    refused, and siblings competing for the parent's min won by name, not by who came first."""
+    order = sorted(quotas, key=lambda q: (str((q.get("metadata") or {}).get("creationTimestamp") or ""),
+                                          namespace_of(q), name_of(q)))
+    names = {name_of(q) for q in order}
+    out: list[Mapping[str, Any]] = []
+    emitted: set[str] = set()
+    while order:  # a pass per level: a parent's children wait for the pass after the one that placed it
+        waiting = [q for q in order if parent_name(q) in names and parent_name(q) not in emitted
+                   and parent_name(q) != name_of(q)]
+        if len(waiting) == len(order):  # a cycle: as they come
+            out.extend(order)
+            break
+        held = {id(q) for q in waiting}
+        for q in order:
+            if id(q) not in held:
+                out.append(q)
+                emitted.add(name_of(q))
+        order = waiting
+    return out

@@ -111,6 +111,29 @@ def test_daemon_admits_by_runtime_and_publishes_request_and_runtime(tmp_path: Pa
         ("cluster", "kube-system"), ("team-a", "kube-system"), ("team-b", "kube-system")]
 
 
+def _made_at(quota: dict[str, Any], second: int) -> dict[str, Any]:
+    quota["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{second:02d}Z"
+    return quota
+
+
+def test_the_first_list_is_validated_as_the_quotas_were_made_not_by_name(tmp_path: Path) -> None:
+    """Listed by name, children come before their parent and the later sibling before the earlier
+    one; Koordinator's webhook met them as they were made: parent, then zz-first (fits the parent's
+    min), then aa-late (would sum above it: refused)."""
+    parent = _made_at(EQ("parent").parent("cluster").min(cpu="6").max(cpu="10").build(), 2)
+    parent["metadata"]["labels"][k.LABEL_IS_PARENT] = "true"
+    _write(tmp_path / "a.yaml", [_made_at(EQ("aa-late").parent("parent").min(cpu="4").max(cpu="10").build(), 4),
+                                 _made_at(EQ("zz-first").parent("parent").min(cpu="4").max(cpu="10").build(), 3)])
+    _write(tmp_path / "b.yaml", [_made_at(EQ("cluster").cluster(cpu="10").build(), 1), parent])
+    _write(tmp_path / "c.yaml", [WL("w", "zz-first").req(cpu="2").at(1).build()])
+    port = InMemoryPort()
+    with capture_logs() as logs:
+        _run(tmp_path, port, [lambda: None])
+    refused = {e["object"] for e in logs if e.get("event") == "object_rejected"}
+    assert refused == {"ElasticQuota/kube-system/aa-late"}
+    assert _admitted(port) == {"default/w"} and [c.cluster_queue for c in port.log] == ["zz-first"]
+
+
 def test_a_removed_workload_frees_quota_and_a_pending_one_is_admitted(tmp_path: Path) -> None:
     """b1's removal lowers b's request; the runtime b no longer needs flows to a, and a1 fits."""
     _write(tmp_path / "quotas.yaml", _teams())

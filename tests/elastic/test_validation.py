@@ -135,3 +135,17 @@ def test_reasons_quote_the_numbers():
                                     workloads=[])
     assert [str(e) for e in errors] == [
         "spec.min: the mins of dept's children would sum above its min (cpu 7 > 6)"]
+
+
+def test_parents_first_orders_by_creation_and_puts_every_parent_before_its_children() -> None:
+    def q(name: str, parent: str, second: int) -> dict:
+        obj = EQ(name).parent(parent).min(cpu="1").max(cpu="2").build() if parent else EQ(name).build()
+        obj["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{second:02d}Z"
+        return obj
+
+    chain = [q(f"n{i}", f"n{i - 1}" if i else "", 50 - i) for i in range(40)]  # made child-first
+    tree = [q("b", "a", 1), q("a", "", 2), q("c", "a", 0), q("x", "y", 3), q("y", "x", 4)]
+    order = [k.name_of(o) for o in k.parents_first(tree + chain)]
+    assert order.index("a") < order.index("c") < order.index("b")  # c was made before b
+    assert [n for n in order if n.startswith("n")] == [f"n{i}" for i in range(40)]
+    assert {"x", "y"} <= set(order) and len(order) == len(tree) + len(chain)  # a cycle is kept, as it comes
