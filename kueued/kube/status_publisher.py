@@ -60,6 +60,7 @@ from kueued.kube.finalizers import FinalizerKeeper
 from kueued.kube.in_force import wanted
 from kueued.kube.in_force_writer import InForceWriter
 from kueued.kube.port import Condition
+from kueued.kube.priority_sync import PrioritySync
 from kueued.kube.tree_status import STATUS_KINDS, Desired, tree_status
 from kueued.model.api import object_key
 from kueued.model.clock import rfc3339
@@ -193,6 +194,7 @@ class TreeStatusPublisher:
         self._seen: dict[str, dict[str, Any]] = {}  # key -> the newest (refused) manifest: World.raw keeps the older
         self.finalizers = FinalizerKeeper(client, budget=self.budget, clock=clock)  # Kueue's, in a task of its own
         self.memory = InForceWriter()  # the version in force of a refused object, kept on it across restarts
+        self.priorities = PrioritySync()  # a WorkloadPriorityClass's value in its Workloads' spec.priority
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The finalizer keeper and the recorder's writers, if there is a recorder
@@ -261,6 +263,7 @@ class TreeStatusPublisher:
         self.finalizers.poke(world)  # Kueue's finalizer on every queue, off deleted ones no longer in use
         if len(self.memory):
             await self.memory.flush(self.client)
+        await self.priorities.sync(self.client, world)
         tokens = self.budget.available()
         if tokens < 1:
             return 0  # nothing could be written now: not even worked out (module notes, 4)
