@@ -45,9 +45,14 @@ class ReasonLog:
         world = coord.world
         changed: list[tuple[str, str]] = []
         pending: dict[str, str] = {}
-        for key in world.workloads:
+        inactive = self._inactive_now(coord)
+        for key, wl in world.workloads.items():
             if key in world.placed:
                 continue
+            if inactive and key not in coord.unrouted:  # its queue stopped or went: no round judges it,
+                cq_name = world.route(wl)[0]            # and what one said before no longer holds (Kueue's
+                if cq_name in inactive:                 # workload controller rewrites it on the queue's change)
+                    coord.reasons[key] = inactive[cq_name]
             why = coord.unrouted.get(key) or coord.reasons.get(key) or STRICT_FIFO_WAIT
             pending[key] = why
             if self._pending.get(key) != why:
@@ -81,8 +86,12 @@ class ReasonLog:
         if coord.recorder is not None and manifest is not None and reason == PENDING:
             coord.recorder.pending(manifest, message)
 
+    @staticmethod
+    def _inactive_now(coord: Coordinator) -> dict[str, str]:
+        return {name: cq.inactive_reason for name, cq in coord.forest.cluster_queues.items() if not cq.active}
+
     def _log_queues(self, coord: Coordinator) -> None:
-        inactive = {name: cq.inactive_reason for name, cq in coord.forest.cluster_queues.items() if not cq.active}
+        inactive = self._inactive_now(coord)
         for name, why in inactive.items():
             if self._inactive.get(name) != why:
                 log.info("cluster_queue_inactive", cluster_queue=name, reason=why)

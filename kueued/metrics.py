@@ -225,9 +225,13 @@ class Metrics:
             cohort = cq.spec.cohort_name or ""
             sample = by_name.get(name)
             used = sample.usage if sample is not None else {}
-            if sample is not None:
+            if sample is not None and cq.active:
                 pending[(name, "active")] = sample.active
                 pending[(name, "inadmissible")] = sample.inadmissible
+            elif sample is not None:  # an inactive queue admits nothing: all of it waits (reportPendingWorkloads)
+                pending[(name, "active")] = 0
+                pending[(name, "inadmissible")] = sample.active + sample.inadmissible
+            if sample is not None:
                 active[(name,)] = sample.admitted
             for fr in cq.node.limits.keys() | used.keys():
                 labels = (cohort, name, *fr)

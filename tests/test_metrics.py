@@ -350,3 +350,17 @@ def test_a_wedged_daemon_fails_healthz(tmp_path: Path) -> None:
 ])
 def test_the_healthz_limit_follows_the_interval(interval: float, limit: float) -> None:
     assert stale_after(interval) == limit
+
+
+def test_an_inactive_cluster_queue_reports_all_it_holds_back_as_inadmissible(tmp_path: Path) -> None:
+    """Kueue's reportPendingWorkloads: a queue that cannot admit has no active pending workloads."""
+    _cohort_tree(tmp_path)
+    held = cluster_queue("cq-h", quotas("default", cpu="1"))
+    held["spec"]["stopPolicy"] = "Hold"
+    _write(tmp_path / "h.yaml", [held, local_queue("lq-h", "ns", "cq-h"),
+                                 workload("h1", "ns", "lq-h", cpu="1"), workload("h2", "ns", "lq-h", cpu="1")])
+    metrics = Metrics()
+    seen: list[Samples] = []
+    _run(tmp_path, metrics, settles=1, between=lambda n: seen.append(scrape(metrics)[1]))
+    assert value(seen[0], "kueue_pending_workloads", cluster_queue="cq-h", status="active") == 0
+    assert value(seen[0], "kueue_pending_workloads", cluster_queue="cq-h", status="inadmissible") == 2

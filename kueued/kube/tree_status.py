@@ -19,7 +19,9 @@ What kueued counts.  A workload is *pending* in the ClusterQueue its LocalQueue 
 to (``World.route``; one routed to an ElasticQuota counts nowhere), *reserving* and
 *admitted* in the one holding its admission: kueued has no admission checks, so the two
 counts, and ``flavorsReservation`` and ``flavorsUsage``, are the same.  A LocalQueue
-counts the workloads of its own ClusterQueue only (Kueue keeps them in that queue's cache).
+counts the workloads of its own ClusterQueue only (Kueue keeps them in that queue's cache); a
+stopped LocalQueue's pending workloads count nowhere (Kueue's queue manager drops them from the
+ClusterQueue while the LocalQueue is stopped, and its reconciler reports 0).
 
 The Active condition.  True with reason ``Ready`` ("Can admit new workloads"); else
 False with Kueue's reason for the first cause and every cause in the message, Kueue's
@@ -93,6 +95,9 @@ def tree_status(world: World, snapshot: Snapshot, *, consumed: ConsumedUsage | N
         routed, why = world.route(wl)
         if why == "elastic":
             continue
+        lq = world.local_queues.get(wl.local_queue)
+        if lq is not None and lq.spec.stop_policy not in ("", "None"):
+            continue  # a stopped LocalQueue's workloads are out of Kueue's queues: counted nowhere
         lq_pending[wl.local_queue] = lq_pending.get(wl.local_queue, 0) + 1
         if routed is not None:
             cq_pending[routed] = cq_pending.get(routed, 0) + 1

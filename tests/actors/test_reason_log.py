@@ -75,3 +75,19 @@ def test_a_drained_workload_gets_kueue_s_evicted_due_to_event() -> None:
         engine.apply(off)
         engine.run()
     assert ("evicted", "ns/running", "Deactivated") in events.calls
+
+
+def test_a_workload_already_waiting_says_its_queue_is_inactive_once_it_stops() -> None:
+    from tests.builders import cluster_queue, quotas
+    world, port, log = _world(), InMemoryPort(), ReasonLog()
+    with LiveEngine(world, port=port) as engine:
+        engine.apply(workload("big", "ns", "lq", cpu="3"))
+        engine.run()
+        engine._call(log.update, engine.coordinator, port)
+        assert port.pending_reasons["ns/big"].startswith("couldn't assign flavors")
+        stopped = cluster_queue("cq", quotas("default", cpu="2"))
+        stopped["spec"]["stopPolicy"] = "Hold"
+        engine.apply(stopped)
+        engine.run()
+        engine._call(log.update, engine.coordinator, port)
+    assert port.pending_reasons["ns/big"].startswith("ClusterQueue cq is inactive")

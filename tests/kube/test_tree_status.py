@@ -157,6 +157,18 @@ def test_a_deactivated_workload_is_not_counted_pending_by_its_queues() -> None:
     assert status["LocalQueue/ns/lq"].fields["pendingWorkloads"] == 1
 
 
+def test_a_stopped_local_queue_s_waiting_workloads_are_counted_nowhere() -> None:
+    """Kueue's queue manager drops a stopped LocalQueue's workloads from its ClusterQueue, and the
+    LocalQueue reports 0 pending (LocalQueueReconciler.UpdateStatusIfChanged)."""
+    objects = team(cpu="2")
+    objects[-1]["spec"]["stopPolicy"] = "Hold"
+    world, snap = settle(*objects, workload("a", "ns", "lq", created=1, cpu="2"),
+                         workload("b", "ns", "lq", created=2, cpu="2"))
+    status = tree_status(world, snap)
+    assert status["ClusterQueue/cq"].fields["pendingWorkloads"] == 0
+    assert status["LocalQueue/ns/lq"].fields["pendingWorkloads"] == 0
+
+
 def test_fair_sharing_adds_each_node_s_weighted_share() -> None:
     world, snap = settle(FAIR_SHARING, namespace("ns"), flavor("default"), cohort("org"),
                          cluster_queue("a", quotas("default", cpu="2"), cohort="org"),
