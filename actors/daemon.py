@@ -118,7 +118,7 @@ async def _rounds(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort
     await elastic.publish()
     log.info("rounds_paused" if unsettled else "settled", changes=changed, rounds=rounds,
              elastic_rounds=elastic_rounds)
-    await reasons.update(coord, port)
+    await reasons.update(coord, port, elastic)
     if gauges is not None:
         await gauges.after_rounds(port, rounds + elastic_rounds)
     return unsettled

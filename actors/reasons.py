@@ -18,7 +18,7 @@ line.  What was logged for a workload that is admitted or deleted is forgotten.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -28,9 +28,19 @@ from kueued.scheduling.explain import STRICT_FIFO_WAIT, explain
 if TYPE_CHECKING:
     from actors.coordinator import Coordinator
     from kueued.kube.port import ApiPort
+    from kueued.scheduling.elastic import ElasticOutcome
     from kueued.scheduling.snapshot import Snapshot
 
-__all__ = ["ReasonLog"]
+__all__ = ["ReasonLog", "Elastic"]
+
+ELASTIC = "elastic"  # World.route's word for a workload an ElasticQuota group holds
+ELASTIC_WAIT = "waiting in its ElasticQuota group"
+
+
+class Elastic(Protocol):
+    """What the log asks of the ElasticQuota coordinator (``actors.elastic.ElasticCoordinator``)."""
+
+    async def outcome(self) -> ElasticOutcome: ...
 
 log = structlog.get_logger("kueued.daemon")
 
@@ -40,20 +50,22 @@ class ReasonLog:
         self._pending: dict[str, str] = {}
         self._inactive: dict[str, str] = {}
 
-    async def update(self, coord: Coordinator, port: ApiPort | None = None) -> None:
-        """Log what changed; tell ``port`` each changed pending reason (it keeps them in status)."""
+    async def update(self, coord: Coordinator, port: ApiPort | None = None, elastic: Elastic | None = None) -> None:
+        """Log what changed; tell ``port`` each changed pending reason (it keeps them in status).
+        ``elastic`` says why a workload of an ElasticQuota waits (else it would read "elastic")."""
         world = coord.world
         changed: list[tuple[str, str]] = []
         pending: dict[str, str] = {}
         inactive = self._inactive_now(coord)
+        quota_side = await self._elastic_reasons(coord, elastic)
         for key, wl in world.workloads.items():
-            if key in world.placed:
-                continue
+            if key in world.placed or quota_side.get(key) == "":
+                continue  # admitted, by the Kueue side or an ElasticQuota group
             if inactive and key not in coord.unrouted:  # its queue stopped or went: no round judges it,
                 cq_name = world.route(wl)[0]            # and what one said before no longer holds (Kueue's
                 if cq_name in inactive:                 # workload controller rewrites it on the queue's change)
                     coord.reasons[key] = inactive[cq_name]
-            why = coord.unrouted.get(key) or coord.reasons.get(key) or STRICT_FIFO_WAIT
+            why = quota_side.get(key) or coord.unrouted.get(key) or coord.reasons.get(key) or STRICT_FIFO_WAIT
             pending[key] = why
             if self._pending.get(key) != why:
                 changed.append((key, why))
@@ -85,6 +97,15 @@ class ReasonLog:
         manifest = coord.world.raw.get(f"Workload/{key}")
         if coord.recorder is not None and manifest is not None and reason == PENDING:
             coord.recorder.pending(manifest, message)
+
+    @staticmethod
+    async def _elastic_reasons(coord: Coordinator, elastic: Elastic | None) -> dict[str, str]:
+        """Why each workload an ElasticQuota group holds waits ("" once admitted), when any does."""
+        if elastic is None or ELASTIC not in coord.unrouted.values():
+            return {}
+        results = (await elastic.outcome()).workloads
+        return {key: ("" if r.state == "admitted" else r.reason or ELASTIC_WAIT) for key, r in results.items()
+                if coord.unrouted.get(key) == ELASTIC}
 
     @staticmethod
     def _inactive_now(coord: Coordinator) -> dict[str, str]:

@@ -291,3 +291,15 @@ def test_a_bad_elastic_quota_gets_a_condition_and_the_others_carry_on(tmp_path: 
     # team-c is idle and lends: request and runtime are zero, which is what an absent annotation
     # means, so nothing is written (Koordinator compares without zeros)
     assert port.annotations("team-c") == {}
+
+
+def test_a_workload_waiting_in_an_elastic_quota_says_why_in_numbers(tmp_path: Path) -> None:
+    _write(tmp_path / "quotas.yaml", _teams())
+    _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="6").at(1).build(),
+                                    WL("a2", "team-a").req(cpu="3").at(2).build(),
+                                    WL("b1", "team-b").req(cpu="4").at(3).build()])
+    port = InMemoryPort()
+    _run(tmp_path, port, [lambda: None])
+    assert _admitted(port) == {"default/a1", "default/b1"}
+    assert set(port.pending_reasons) == {"default/a2"}  # nothing said of the admitted ones
+    assert port.pending_reasons["default/a2"].startswith("quota team-a: cpu")
