@@ -287,8 +287,8 @@ def equivalent(job: dict[str, Any], workload: dict[str, Any]) -> bool:
     resources): while it holds quota, the Job must ask for the pods admitted (fewer than the
     Workload's with partial admission), or, suspended, for the Workload's own count."""
     ours = _list(_dict(workload.get("spec")).get("podSets"))
-    if len(ours) != 1:
-        return False
+    if len(ours) != 1 or _dict(workload.get("spec")).get("maximumExecutionTimeSeconds") != max_execution_seconds(job):
+        return False  # Kueue's EquivalentToWorkload compares the time limit too
     (wanted,) = pod_sets(job)
     have = _dict(ours[0])
     template = _dict(have.get("template"))
