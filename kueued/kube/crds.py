@@ -8,8 +8,10 @@ schema: one version (``v1beta2``; Koordinator's ``v1alpha1``), served and stored
 OpenAPI schema is generated (:mod:`kueued.kube.schema`) from the Structs kueued decodes
 (:mod:`kueued.model.api`) and writes (:mod:`kueued.kube.shapes`).  It types what kueued
 knows and keeps the rest, so a manifest Kueue accepts is stored whole, and it carries
-Kueue's own field defaults (:data:`KUEUE_DEFAULTS`); Kueue's webhook rules stay in
-:mod:`kueued.model.validation`, which reports a refusal as a condition.
+Kueue's own field defaults (:data:`KUEUE_DEFAULTS`) and Kueue's CEL rules with the list limits
+they need (:mod:`kueued.kube.crd_rules`), so the API server refuses what it refuses on a Kueue
+cluster; Kueue's webhook rules stay in :mod:`kueued.model.validation`, which reports a refusal
+as a condition.
 
 Every CRD has the status subresource, so a status write (``workloads/status``) is its own
 permission and a user's ``kubectl apply`` cannot overwrite what kueued reported.  Kueue's
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueued.kube import shapes
+from kueued.kube.crd_rules import LIMITS, RULES
 from kueued.kube.schema import structural
 from kueued.model import api
 
@@ -135,13 +138,17 @@ def schema(kind: CrdKind) -> dict[str, Any]:
     out["properties"] = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, **properties}
     for path, value in KUEUE_DEFAULTS.get(kind.kind, {}).items():
         _node(out, path)["default"] = value
+    for path, limits in LIMITS.get(kind.kind, {}).items():
+        _node(out, path).update(limits)
+    for path, rule, message in RULES.get(kind.kind, []):
+        _node(out, path).setdefault("x-kubernetes-validations", []).append({"rule": rule, "message": message})
     return out
 
 
 def _node(root: dict[str, Any], path: str) -> dict[str, Any]:
     """The schema of the field at ``path`` (a KeyError names a path the Structs do not have)."""
     node = root
-    for part in path.split("."):
+    for part in path.split(".") if path else ():
         node = node["properties"][part.removesuffix("[]")]
         if part.endswith("[]"):
             node = node["items"]

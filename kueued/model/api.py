@@ -51,6 +51,7 @@ class Toleration(_Base):
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    toleration_seconds: int | None = None  # NoExecute only; placement does not read it
 
 
 # --- ResourceFlavor -----------------------------------------------------------------------------

@@ -362,14 +362,15 @@ def test_user_kueued_gets_what_the_daemon_calls(installed, as_kueued):
                                    kubeconfig=as_kueued, check=False)
     assert secret.returncode != 0 and "forbidden" in secret.stderr.lower()
     # Writing a spec is the Job integration's (Workloads) or nobody's (queues, flavors: a merge patch
-    # only puts Kueue's finalizer on a ClusterQueue or ResourceFlavor or takes it off, never a PUT);
-    # leases only at home.
+    # only puts Kueue's finalizer on a ClusterQueue or ResourceFlavor or takes it off, or the
+    # kueued.io/in-force annotation on a refused object; never a PUT); leases only at home.
     assert _can(installed, as_kueued, "patch", "elasticquotas.scheduling.sigs.k8s.io", "-n", ns)
     assert _can(installed, as_kueued, "patch", "clusterqueues.kueue.x-k8s.io")
     assert not _can(installed, as_kueued, "update", "clusterqueues.kueue.x-k8s.io")
     assert _can(installed, as_kueued, "patch", "resourceflavors.kueue.x-k8s.io")
     assert not _can(installed, as_kueued, "update", "resourceflavors.kueue.x-k8s.io")
-    assert not _can(installed, as_kueued, "patch", "localqueues.kueue.x-k8s.io", "-n", ns)
+    assert _can(installed, as_kueued, "patch", "localqueues.kueue.x-k8s.io", "-n", ns)
+    assert not _can(installed, as_kueued, "update", "localqueues.kueue.x-k8s.io", "-n", ns)
     assert _can(installed, as_kueued, "update", "leases.coordination.k8s.io", "-n", "kueued-system")
     assert not _can(installed, as_kueued, "update", "leases.coordination.k8s.io", "-n", ns)
     assert not _can(installed, as_kueued, "delete", "leases.coordination.k8s.io", "-n", "kueued-system")

@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 from tests.integration.daemon import Daemon
@@ -105,15 +106,18 @@ def test_a_cluster_queue_is_inactive_while_its_flavor_is_missing(daemon: Daemon)
 
 def test_a_refused_cluster_queue_says_why_and_a_good_one_beside_it_still_admits(daemon: Daemon) -> None:
     cluster = daemon.cluster
-    bad = cluster_queue("ts-bad", quotas("ts-flavor", cpu=("4", "2")))  # borrowingLimit without a cohort
+    refused = cluster.kubectl_run("apply", "--server-side", "-f", "-", check=False, stdin=yaml.safe_dump(
+        cluster_queue("ts-cel", quotas("ts-flavor", cpu=("4", "2")))))  # one of Kueue's CEL rules: the API server's
+    assert refused.returncode != 0 and "borrowingLimit must be nil when cohort is empty" in refused.stderr
+    bad = cluster_queue("ts-bad", quotas("ts-flavor", cpu="-4"))  # Kueue's webhook refuses it, not its CRD
     _apply(cluster, namespace("ts-c"), flavor("ts-flavor"), bad,
            cluster_queue("ts-good", quotas("ts-flavor", cpu="2")), local_queue("lq", "ts-c", "ts-good"))
     _wait(cluster, "jsonpath={.status.conditions[?(@.type=='Accepted')].reason}=ValidationFailed",
           "clusterqueue/ts-bad")
     accepted = _condition(_get(cluster, "clusterqueue", "ts-bad"), "Accepted")
     assert accepted["status"] == "False"
-    assert accepted["message"] == ('spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: '
-                                   'Invalid value: "2": must be nil when cohort is empty')
+    assert accepted["message"] == ('spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: '
+                                   'Invalid value: "-4": must be greater than or equal to 0')
     warning = _events(cluster, "default", "ts-bad", {"ValidationFailed"})["ValidationFailed"]
     assert (warning["type"], warning["kind"], warning["message"]) == ("Warning", "ClusterQueue", accepted["message"])
 
