@@ -282,10 +282,13 @@ async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: Ela
     key = object_key(manifest)
     if verb == "apply" and key not in coord.world.raw and (earlier := earlier_of(manifest)) is not None:
         await coord.apply(earlier, tg)  # refused before a restart: that version is still the one in force
+    logged = coord.world.rejected.get(key)
     change = await (coord.apply(manifest, tg) if verb == "apply" else coord.delete(manifest, tg))
     reason = coord.world.rejected.get(key, "") if change is Change.REJECTED else None
-    if reason is not None:
+    if reason is not None and reason != logged:  # not again for the echo of its Accepted condition's write
         log.warning("object_rejected", object=key, reason=reason)
+    elif reason is None:  # accepted, or gone: a daemon keeps no refusal of a version no longer current
+        coord.world.rejected.pop(key, None)
     if status is not None and verb == "delete":
         status.forget(key)
     elif status is not None:  # an Accepted condition and a warning Event say what a webhook would have

@@ -214,3 +214,17 @@ def test_an_eviction_caught_between_its_two_writes_is_resumed_at_start(tmp_path:
     assert resumed == [("ns/v", "Preempted to accommodate ns/x")]
     # until its second phase lands the victim holds its quota where its status says
     assert placed[0] == {"ns/v": "cq", "ns/kept": "cq"}
+
+
+def test_a_refusal_is_logged_once_however_often_the_version_comes_back(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    bad = local_queue("lq-bad", "ns", "")
+    _write(tmp_path / "bad.yaml", [bad])
+
+    def touch(n: int) -> None:  # the refused version read again, as a status write's echo brings it
+        bad["metadata"]["labels"] = {"read": str(n)}
+        _write(tmp_path / "bad.yaml", [bad])
+        _write(tmp_path / f"n{n}.yaml", [namespace(f"n{n}")])
+
+    logs = _run(tmp_path, settles=3, between=touch)
+    assert len(_events(logs, "object_rejected")) == 1
