@@ -63,6 +63,14 @@ class JobWrites:
                  queue=body["spec"]["queueName"], priority=body["spec"]["priority"])
         self._event(job, "CreatedWorkload", f"Created Workload: {meta['namespace']}/{meta['name']}")
 
+    async def _refuse(self, job: dict[str, Any], step: Any) -> None:
+        """A Job Kueue's webhook would have refused (:mod:`kueued.kube.job_validation`): stopped if it
+        runs, a Warning Event with the errors (once per version: the recorder counts repeats)."""
+        if step.running:
+            await self._write_job(job, jp.suspend_patch(job), action="job_suspended", why="refused")
+        log.warning("job_refused", job=key_of(job), errors=list(step.errors))
+        self._event(job, "ValidationFailed", step.message, type="Warning")
+
     async def _update_priority(self, job: dict[str, Any], wl: dict[str, Any]) -> None:
         priority = await priority_of(self.client, job)  # a missing class: retried, as on creation
         spec: dict[str, Any] = {"priority": priority.value, "priorityClassRef": priority.ref}

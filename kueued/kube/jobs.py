@@ -63,7 +63,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from kueued.kube import job_patches as jp
-from kueued.kube import job_prebuilt, job_priority, job_reclaimable
+from kueued.kube import job_prebuilt, job_priority, job_reclaimable, job_validation
 from kueued.kube import job_workload as jw
 from kueued.kube.backoff import Backoff
 from kueued.kube.client import JOB, KINDS, Kind
@@ -213,6 +213,10 @@ class JobController(JobWrites):
                 owned = [w for w in self.cache.owned_by(key) if (jw.owner_uid(w) or ("", ""))[1] == uid]
                 step = jw.decide(job, owned)
             step = job_priority.refine(job, owned, job_reclaimable.refine(job, owned, step))
+            step = job_validation.refine(job, owned, step)
+            if isinstance(step, job_validation.Refuse):
+                await self._refuse(job, step)
+                return
             if isinstance(step, jw.Done | jw.Wait):
                 return
             try:
