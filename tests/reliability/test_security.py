@@ -37,6 +37,7 @@ from kueued.kube import client as kube_client
 from kueued.kube.client import EVENT, JOB, KINDS, LEASE, Kind
 from kueued.kube.finalizers import PATCHED_KINDS
 from kueued.kube.manifests import render
+from kueued.kube.status_publisher import VALIDATED_KINDS
 from kueued.kube.tree_status import STATUS_KINDS
 
 KUBE = Path(kube_client.__file__).parent
@@ -61,6 +62,8 @@ DYNAMIC: dict[tuple[str, str], tuple[frozenset[Kind], str]] = {
     ("finalizers", "kind"): (frozenset(KINDS[k] for k in PATCHED_KINDS), "Kueue's finalizer: PATCHED_KINDS only"),
     ("Retention", "kind"): (frozenset({KINDS["Workload"], JOB}),
                             "object retention deletes a finished Workload or the Job of one Kueue deactivated"),
+    ("InForceWriter", "kind"): (frozenset(KINDS[k] for k in {*VALIDATED_KINDS, "ElasticQuota"}),
+                                "the kueued.io/in-force annotation on a refused object: the kinds kueued validates"),
 }
 """Call sites whose kind is computed: (the class they are in, the kind expression) -> (the kinds it can be, why)."""
 
@@ -160,9 +163,9 @@ def test_the_scan_finds_the_calls_we_know_of() -> None:
     """The scanner itself: a few calls read by eye from the code must be in its table."""
     found = {(c.module, c.method) for c in _calls()}
     assert {("commits", "patch_status"), ("commits", "patch"), ("watch", "list"), ("watch", "watch"),
-            ("jobs", "create"), ("jobs", "delete"), ("events", "create_event"),
+            ("job_writes", "create"), ("job_writes", "delete"), ("events", "create_event"),
             ("status_publisher", "patch_status")} <= found
-    assert {("jobs", "patch"), ("jobs", "patch_status")} <= found  # taken as values, then called
+    assert {("job_writes", "patch"), ("job_writes", "patch_status")} <= found  # taken as values, then called
     assert any(c.method == "_call" and c.grants() == {("coordination.k8s.io", "leases", "update")}
                for c in _calls())  # KubeLeases' PUT through the raw request path
 
