@@ -270,6 +270,9 @@ class TimelinePort(NoStatus):
     async def set_quota_condition(self, quota: str, *, namespace: str, condition: Any) -> bool:
         return True
 
+    async def quota_used(self, quota: str, *, namespace: str, used: dict[str, str | None]) -> bool:
+        return True
+
 
 Until = Callable[[], bool]
 """Asked between cycles: stop settling now (an event is due on the real clock)."""

@@ -329,14 +329,19 @@ class ElasticCoordinator:
 
     # --- what leaves -----------------------------------------------------------------------
     async def publish(self) -> int:
-        """Write each ElasticQuota's request and runtime annotations where they moved; how many were written."""
+        """Write each ElasticQuota's request and runtime annotations and its ``status.used`` (what the
+        workloads of its subtree hold, as Koordinator's GetUsed sums it up the tree) where they
+        moved; how many were written."""
+        stats: dict[str, GroupStats] = {}
+        for name, actor in self.groups.items():
+            stats[name] = await actor.ask(Stats())
+        used = _subtree_used(self.setup.groups, {name: s.used for name, s in stats.items()})
         written = 0
         for quota in self.setup.quotas:
-            actor = self.groups.get(k.name_of(quota))
-            if actor is None:
-                continue
-            stats: GroupStats = await actor.ask(Stats())
-            written += await self.status.publish(quota, request=stats.request, runtime=stats.runtime)
+            s = stats.get(k.name_of(quota))
+            if s is not None:
+                written += await self.status.publish(quota, request=s.request, runtime=s.runtime,
+                                                     used=used.get(s.name, {}))
         return written
 
     async def validated(self, quota: Mapping[str, Any], reason: str | None) -> None:
@@ -356,6 +361,21 @@ class ElasticCoordinator:
     def stop(self) -> None:
         for actor in [*self.groups.values(), *([self.root] if self.root is not None else [])]:
             actor.stop()
+
+
+def _subtree_used(groups: Mapping[str, Any], own: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Each group's used with its descendants' added (a child's used counts in every ancestor)."""
+    total: dict[str, dict[str, int]] = {}
+    for name, amounts in own.items():
+        seen: set[str] = set()
+        node: str | None = name
+        while node is not None and node in groups and node not in seen:  # a cycle is refused, but never loop
+            seen.add(node)
+            into = total.setdefault(node, {})
+            for r, v in amounts.items():
+                into[r] = into.get(r, 0) + v
+            node = groups[node].parent
+    return total
 
 
 async def simulate_elastic(quotas: list[dict], workloads: list[dict], nodes: list[dict], port: ApiPort, *,

@@ -249,5 +249,5 @@ class ElasticGroupActor(ParentActor):
                 s = self.stats()
                 admitted = sum(1 for w in self.state.workloads.values() if w.admitted)
                 return GroupStats(self.name, s.mailbox, s.handled, len(self.state.workloads) - admitted,
-                                  admitted, self.request()[0], self.runtime())
+                                  admitted, self.request()[0], self.runtime(), dict(self.state.used()))
         raise TypeError(f"{self.name}: unexpected message {type(msg).__name__}")

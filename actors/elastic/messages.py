@@ -164,3 +164,4 @@ class GroupStats(Msg, frozen=True):
     admitted: int
     request: Amounts
     runtime: Amounts
+    used: Amounts = {}  # what its admitted workloads hold (its own, not its subtree's)

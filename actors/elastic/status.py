@@ -61,16 +61,28 @@ def _written(quota: Mapping[str, Any], key: str) -> dict[str, int]:
         return {}
 
 
+def _status_used(quota: Mapping[str, Any]) -> dict[str, int]:
+    status = quota.get("status")
+    try:
+        return k.resource_list(status.get("used") if isinstance(status, Mapping) else None)
+    except (ValueError, TypeError, QuantityError):
+        return {}
+
+
 class StatusWriter:
     def __init__(self, port: ApiPort) -> None:
         self.port = port
         self._last: dict[str, dict[str, dict[str, int]]] = {}  # quota -> annotation -> amounts written
         self._conditions: dict[str, Condition] = {}  # quota -> the Accepted condition last written
         self._doubt: set[str] = set()  # quotas whose last annotation write failed (module notes)
+        self._used_last: dict[str, dict[str, int]] = {}  # quota -> status.used last written
 
-    async def publish(self, quota: Mapping[str, Any], *, request: Amounts, runtime: Amounts) -> bool:
-        """Write the group's request and runtime where they moved; whether anything was written."""
+    async def publish(self, quota: Mapping[str, Any], *, request: Amounts, runtime: Amounts,
+                      used: Amounts | None = None) -> bool:
+        """Write the group's request and runtime where they moved, and its ``status.used``; whether
+        anything was written."""
         name, namespace = k.name_of(quota), k.namespace_of(quota)
+        wrote_used = used is not None and await self._used(quota, used)
         last = self._last.setdefault(name, {})
         moved: dict[str, dict[str, int]] = {}
         for key, amounts in ((k.ANNOTATION_REQUEST, request), (k.ANNOTATION_RUNTIME, runtime)):
@@ -78,14 +90,29 @@ class StatusWriter:
             if name in self._doubt or _nonzero(before) != _nonzero(amounts):
                 moved[key] = dict(amounts)
         if not moved:
-            return False
+            return wrote_used
         if not await self.port.annotate_quota(name, namespace=namespace,
                                               annotations={key: _encode(v) for key, v in moved.items()}):
             self._doubt.add(name)  # refused: tried again after the next batch
-            return False
+            return wrote_used
         self._doubt.discard(name)
         last.update(moved)
         log.info("elastic_quota_status", quota=name, **{key.rsplit("/", 1)[1]: _encode(v) for key, v in moved.items()})
+        return True
+
+    async def _used(self, quota: Mapping[str, Any], used: Amounts) -> bool:
+        """``status.used`` as Koordinator writes it (a ResourceList, zeros left out), where it moved."""
+        name, namespace = k.name_of(quota), k.namespace_of(quota)
+        wanted = _nonzero(used)
+        before = self._used_last[name] if name in self._used_last else _nonzero(_status_used(quota))
+        if wanted == before:
+            return False
+        body: dict[str, str | None] = {r: None for r in before if r not in wanted}  # a merge: gone is null
+        body.update((r, format_milli(v, resource=r)) for r, v in sorted(wanted.items()))
+        if not await self.port.quota_used(name, namespace=namespace, used=body):
+            self._used_last.pop(name, None)  # in doubt: compared with the object again next time
+            return False
+        self._used_last[name] = wanted
         return True
 
     async def validated(self, quota: Mapping[str, Any], reason: str | None) -> bool:

@@ -328,6 +328,15 @@ class KubePort:
             return False
         return True
 
+    async def quota_used(self, quota: str, *, namespace: str, used: dict[str, str | None]) -> bool:
+        body = {"status": {"used": used}}
+        try:
+            await self.client.patch_status("ElasticQuota", namespace, quota, body)
+        except ApiError as exc:
+            log.warning("status_write_failed", object=f"ElasticQuota/{namespace}/{quota}", error=str(exc))
+            return False
+        return True
+
     async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
         body = {"status": {"conditions": merge_conditions([], [condition], generation=None, now=rfc3339())}}
         try:

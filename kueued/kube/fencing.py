@@ -129,6 +129,12 @@ class FencedPort:
             return False
         return await self.port.annotate_quota(quota, namespace=namespace, annotations=annotations)
 
+    async def quota_used(self, quota: str, *, namespace: str, used: dict[str, str | None]) -> bool:
+        if self._gate() <= 0:
+            self.refusals["quota_used"] += 1
+            return False
+        return await self.port.quota_used(quota, namespace=namespace, used=used)
+
     async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
         if self._gate() <= 0:
             self.refusals["set_quota_condition"] += 1

@@ -49,6 +49,7 @@ class QuotaStatus(msgspec.Struct, frozen=True):
     namespace: str
     annotations: dict[str, str] = {}
     condition: Condition | None = None
+    used: dict[str, str | None] | None = None  # merged into status.used, when this write set it
 
 
 class ApiPort(Protocol):
@@ -80,6 +81,11 @@ class ApiPort(Protocol):
 
     async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
         """Set (replace by type) a condition in the ElasticQuota's status; False when refused."""
+        ...
+
+    async def quota_used(self, quota: str, *, namespace: str, used: dict[str, str | None]) -> bool:
+        """Merge ``used`` into the ElasticQuota's ``status.used`` (a ResourceList; None removes a
+        resource); False when refused."""
         ...
 
     def pending(self, workload: str, message: str) -> None:
@@ -220,6 +226,10 @@ class InMemoryPort(NoStatus):
 
     async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
         self.quota_status.append(QuotaStatus(quota, namespace, condition=condition))
+        return True
+
+    async def quota_used(self, quota: str, *, namespace: str, used: dict[str, str | None]) -> bool:
+        self.quota_status.append(QuotaStatus(quota, namespace, used=dict(used)))
         return True
 
     # --- what a test reads -----------------------------------------------------------------

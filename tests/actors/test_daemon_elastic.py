@@ -107,8 +107,11 @@ def test_daemon_admits_by_runtime_and_publishes_request_and_runtime(tmp_path: Pa
     # the cluster group does not lend: its request is raised to its min, its runtime is the total
     assert _amounts(port, "cluster") == {"request": {"cpu": "13"}, "runtime": {"cpu": "10"}}
     # written once per quota, with the quota's namespace; the built-in groups have no object
-    assert sorted((s.quota, s.namespace) for s in status) == [
+    assert sorted((s.quota, s.namespace) for s in status if s.annotations) == [
         ("cluster", "kube-system"), ("team-a", "kube-system"), ("team-b", "kube-system")]
+    # status.used, as Koordinator's controller writes it: what the subtree's admitted workloads hold
+    assert {s.quota: s.used for s in status if s.used is not None} == {
+        "team-a": {"cpu": "6"}, "team-b": {"cpu": "4"}, "cluster": {"cpu": "10"}}
 
 
 def _made_at(quota: dict[str, Any], second: int) -> dict[str, Any]:
@@ -160,6 +163,8 @@ def test_a_removed_workload_frees_quota_and_a_pending_one_is_admitted(tmp_path: 
     # b's request and runtime fell to nothing, written as Koordinator writes them: no workload, no
     # request key; the runtime on max's keys, 0
     assert seen[1][2] == {"request": {}, "runtime": {"cpu": "0"}}
+    used = [s.used for s in port.quota_status if s.quota == "team-b" and s.used is not None]
+    assert used == [{"cpu": "6"}, {"cpu": None}]  # a merge patch: the key goes once nothing holds it
 
 
 def test_finishing_frees_runtime_for_the_next_workload(tmp_path: Path) -> None:
