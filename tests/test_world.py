@@ -293,3 +293,13 @@ def test_any_failure_reading_an_object_refuses_that_object_only(monkeypatch: pyt
     assert world.rejected[key] == "cannot be read (RecursionError: maximum recursion depth exceeded)"
     monkeypatch.undo()
     assert world.apply(flavor("default"))[0] is Change.TOPOLOGY  # the same object, read now
+
+
+@pytest.mark.parametrize("stamp", ["2026-01-01t00:00:00Z", "2026-01-01 00:00:00Z", "2026-01-01T00:00:00z"])
+def test_a_time_go_s_rfc3339_would_not_read_is_refused_with_its_field(stamp: str) -> None:
+    manifest = workload("w", "ns", "lq", cpu="1")
+    manifest["metadata"]["creationTimestamp"] = stamp
+    world = World()
+    change, key = world.apply(manifest)
+    assert change is Change.REJECTED
+    assert world.rejected[key].startswith(f'metadata.creationTimestamp: Invalid value: "{stamp}"')

@@ -234,7 +234,9 @@ def selector_matches(selector: dict[str, Any], target: dict[str, str]) -> bool:
 
 # ---- times ---------------------------------------------------------------------------------
 
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+# Go's time.RFC3339, as metav1.Time reads it: an upper-case T and Z only (a lower-case one, or a
+# space for the T, is no time Kueue could read)
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 
 
 def date_time(errs: Errors, value: object, path: str) -> None:
