@@ -303,3 +303,13 @@ def test_a_time_go_s_rfc3339_would_not_read_is_refused_with_its_field(stamp: str
     change, key = world.apply(manifest)
     assert change is Change.REJECTED
     assert world.rejected[key].startswith(f'metadata.creationTimestamp: Invalid value: "{stamp}"')
+
+
+def test_a_null_where_a_value_is_required_is_refused_in_the_api_server_s_words() -> None:
+    manifest = workload("w", "ns", "lq", cpu="1")
+    manifest["spec"]["podSets"][0]["count"] = None
+    world = World()
+    change, key = world.apply(manifest)
+    assert change is Change.REJECTED
+    assert world.rejected[key] == ('spec.podSets[0].count: Invalid value: "null": '
+                                   'spec.podSets[0].count in body must be of type integer: "null"')

@@ -5,6 +5,7 @@ as the field it is about."""
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 import msgspec
@@ -56,10 +57,22 @@ def node_errors(manifest: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
+_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`, got `(?P<got>[^`]+)`$")
+_OPENAPI_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "array": "array",
+                  "object": "object", "null": "null"}
+
+
 def decode_error(exc: msgspec.ValidationError) -> FieldError:
-    """A type the rules did not check, as the field it is in (msgspec says ``... - at `$.a.b[0]```)."""
+    """A type the rules did not check, as the field it is in (msgspec says ``... - at `$.a.b[0]```),
+    in the API server's words for a wrong type (``spec.x in body must be of type integer: "null"``)."""
     text = str(exc)
     message, _, where = text.rpartition(" - at `$")
     if not message or not where.endswith("`"):
         return FieldError("", text)
-    return FieldError(where[:-1].lstrip("."), f"Invalid value: {message}")
+    path = where[:-1].lstrip(".")
+    typed = _EXPECTED.match(message)
+    if typed is not None:
+        want = _OPENAPI_TYPES.get(typed["want"].split(" |")[0], typed["want"])
+        got = _OPENAPI_TYPES.get(typed["got"], typed["got"])
+        return FieldError(path, f'Invalid value: "{got}": {path} in body must be of type {want}: "{got}"')
+    return FieldError(path, f"Invalid value: {message}")
