@@ -47,7 +47,7 @@ from kueued.model import api
 from kueued.model.limits import MAX_TREE_DEPTH
 from kueued.model.quantity import format_milli
 from kueued.quota.node import FR
-from kueued.quota.tree import Edges
+from kueued.quota.tree import Edges, cycle_words
 from kueued.scheduling.fairsharing.share import Shares
 from kueued.scheduling.forest import edges_of
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
@@ -188,7 +188,7 @@ def active_condition(world: World, cq: ClusterQueueSnapshot, obj: api.ClusterQue
     if edges.cq_cut_off(cq.name):
         cohort = obj.spec.cohort_name
         if cohort in edges.cyclic:
-            causes.append(("CohortCycle", f"cohort {cohort} is part of a cycle"))
+            causes.append(("CohortCycle", f"cohort {cohort} {cycle_words(edges.cohort_parent, cohort)}"))
         else:
             causes.append(("CohortTooDeep", f"cohort {cohort} is at level {edges.too_deep[cohort]} of its tree; "
                                              f"kueued allows at most {MAX_TREE_DEPTH} levels"))

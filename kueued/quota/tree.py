@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from kueued.model.limits import MAX_TREE_DEPTH
 
-__all__ = ["Edges", "find_cyclic", "find_too_deep"]
+__all__ = ["Edges", "find_cyclic", "find_too_deep", "on_cycle", "cycle_words"]
 
 
 class Edges:
@@ -67,6 +67,23 @@ def find_cyclic(parent: Mapping[str, str]) -> set[str]:
             if tainted:
                 bad.add(name)
     return bad
+
+
+def on_cycle(parent: Mapping[str, str], name: str) -> bool:
+    """Is ``name`` itself on a cycle of ``parent`` links (not only below one)?"""
+    seen: set[str] = set()
+    node = parent.get(name) or None
+    while node is not None and node not in seen:
+        if node == name:
+            return True
+        seen.add(node)
+        node = parent.get(node) or None
+    return False
+
+
+def cycle_words(parent: Mapping[str, str], name: str) -> str:
+    """How a cohort of ``find_cyclic`` stands to its cycle, for a reason a person reads."""
+    return "is part of a cycle" if on_cycle(parent, name) else "is below a cycle"
 
 
 def find_too_deep(parent: Mapping[str, str], cyclic: set[str]) -> dict[str, int]:

@@ -17,7 +17,7 @@ from kueued.model.limits import MAX_TREE_DEPTH
 from kueued.model.quantity import parse
 from kueued.quota import node as qn
 from kueued.quota.node import FR, Limits, QuotaNode
-from kueued.quota.tree import Edges
+from kueued.quota.tree import Edges, cycle_words
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, CohortSnapshot, Snapshot
 
 __all__ = ["build_forest", "limits_of", "edges_of"]
@@ -96,7 +96,7 @@ def _inactive_reason(cq: api.ClusterQueue, flavors: Mapping[str, api.ResourceFla
     if edges.cq_cut_off(cq.metadata.name):
         if cq.spec.cohort_name in edges.cyclic:
             return (f"ClusterQueue {cq.metadata.name} is inactive: cohort {cq.spec.cohort_name} "
-                    "is part of a cycle")
+                    f"{cycle_words(edges.cohort_parent, cq.spec.cohort_name)}")
         return (f"ClusterQueue {cq.metadata.name} is inactive: cohort {cq.spec.cohort_name} is at level "
                 f"{edges.too_deep[cq.spec.cohort_name]} of its tree; kueued allows at most {MAX_TREE_DEPTH} levels")
     checks = cq.spec.admission_check_names()

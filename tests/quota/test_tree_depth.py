@@ -71,3 +71,11 @@ def test_an_elastic_quota_that_would_pass_the_limit_is_refused() -> None:
         world.apply(q.build())
     assert list(world.rejected) == [f"ElasticQuota/kube-system/e{MAX_TREE_DEPTH}"]
     assert f"at most {MAX_TREE_DEPTH} levels" in world.rejected[f"ElasticQuota/kube-system/e{MAX_TREE_DEPTH}"]
+
+
+def test_a_cohort_on_a_cycle_and_one_below_it_are_told_apart() -> None:
+    from kueued.quota.tree import cycle_words, find_cyclic
+    parent = {"a": "b", "b": "a", "below": "a", "fine": ""}
+    assert find_cyclic(parent) == {"a", "b", "below"}
+    assert [cycle_words(parent, c) for c in ("a", "b", "below")] == [
+        "is part of a cycle", "is part of a cycle", "is below a cycle"]
