@@ -321,26 +321,20 @@ class KubePort:
 
     # --- ElasticQuota --------------------------------------------------------------------------
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
-        try:
-            await self.client.patch("ElasticQuota", namespace, quota, {"metadata": {"annotations": annotations}})
-        except ApiError as exc:
-            log.warning("status_write_failed", object=f"ElasticQuota/{namespace}/{quota}", error=str(exc))
-            return False
-        return True
+        return await self._quota_write(quota, namespace, {"metadata": {"annotations": annotations}}, status=False)
 
     async def quota_used(self, quota: str, *, namespace: str, used: dict[str, str | None]) -> bool:
-        body = {"status": {"used": used}}
-        try:
-            await self.client.patch_status("ElasticQuota", namespace, quota, body)
-        except ApiError as exc:
-            log.warning("status_write_failed", object=f"ElasticQuota/{namespace}/{quota}", error=str(exc))
-            return False
-        return True
+        return await self._quota_write(quota, namespace, {"status": {"used": used}}, status=True)
 
     async def set_quota_condition(self, quota: str, *, namespace: str, condition: Condition) -> bool:
         body = {"status": {"conditions": merge_conditions([], [condition], generation=None, now=rfc3339())}}
+        return await self._quota_write(quota, namespace, body, status=True)
+
+    async def _quota_write(self, quota: str, namespace: str, body: dict[str, Any], *, status: bool) -> bool:
+        """One merge patch of an ElasticQuota (its status subresource, or the object); False when refused."""
+        write = self.client.patch_status if status else self.client.patch
         try:
-            await self.client.patch_status("ElasticQuota", namespace, quota, body)
+            await write("ElasticQuota", namespace, quota, body)
         except ApiError as exc:
             log.warning("status_write_failed", object=f"ElasticQuota/{namespace}/{quota}", error=str(exc))
             return False
