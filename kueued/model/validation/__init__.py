@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kueued.errors import FieldError
+from kueued.model.validation.known_fields import unknown_fields
 
 from .clusterqueue import validate_cluster_queue, validate_cohort
 from .configuration import validate_configuration
@@ -110,7 +111,7 @@ def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None,
     previous = old if isinstance(old, dict) else None
     found = (validate_workload(obj, previous, feature_gates=feature_gates) if validator is validate_workload
              else validator(obj, previous))
-    errors = [*_unknown_top_level(obj), *found]
+    errors = [*_unknown_top_level(obj), *unknown_fields(obj), *found]
     if obj.get("kind") in ("Cohort", "ClusterQueue"):
         errors += check_admission_policy(obj)  # kueued's own annotation (KEP-1093 policies)
     return errors
