@@ -125,7 +125,10 @@ def parse_documents(text: str, *, source: str) -> Loaded:
             if doc is None:
                 continue
             _bounded(doc)
-            loaded.manifests.extend(_manifests_of(doc))
+            manifests, bad = _manifests_of(doc)
+            loaded.manifests.extend(manifests)
+            if bad:  # the list's other manifests still count: a bad entry costs only itself
+                loaded.problems.append(Problem(source, bad, index))
         except ManifestError as exc:
             loaded.problems.append(Problem(source, str(exc), index))
         except yaml.YAMLError as exc:
@@ -174,7 +177,8 @@ def yaml_reason(exc: yaml.YAMLError, *, first_line: int = 0) -> str:
     return f"not valid YAML: {exc}"
 
 
-def _manifests_of(doc: Any) -> list[dict[str, Any]]:
+def _manifests_of(doc: Any) -> tuple[list[dict[str, Any]], str]:
+    """The manifests a document holds, and what is wrong with the entries that are none ("" if nothing)."""
     if not isinstance(doc, dict):
         raise ManifestError(f"expected a manifest (a mapping with apiVersion, kind and metadata), "
                             f"got {_what(doc)}")
@@ -183,19 +187,20 @@ def _manifests_of(doc: Any) -> list[dict[str, Any]]:
     if doc.get("kind") == "List" or (isinstance(doc.get("kind"), str) and doc["kind"].endswith("List")
                                      and "items" in doc):
         return _items(doc.get("items"), field="items")
-    return [doc]
+    return [doc], ""
 
 
-def _items(items: Any, *, field: str) -> list[dict[str, Any]]:
+def _items(items: Any, *, field: str) -> tuple[list[dict[str, Any]], str]:
     if items is None:
-        return []
+        return [], ""
     if not isinstance(items, list):
         raise ManifestError(f"{field}: must be a list of manifests, got {_what(items)}")
     bad = [i for i, item in enumerate(items) if not isinstance(item, dict)]
+    problem = ""
     if bad:
-        raise ManifestError(f"{field}[{bad[0]}]: must be a manifest (a mapping), got {_what(items[bad[0]])}"
-                            + (f" ({len(bad) - 1} more items like it)" if len(bad) > 1 else ""))
-    return items
+        problem = (f"{field}[{bad[0]}]: must be a manifest (a mapping), got {_what(items[bad[0]])}"
+                   + (f" ({len(bad) - 1} more items like it)" if len(bad) > 1 else ""))
+    return [item for item in items if isinstance(item, dict)], problem
 
 
 def _what(value: Any) -> str:

@@ -64,6 +64,16 @@ def test_a_bad_document_is_a_problem_and_its_neighbours_are_read(tmp_path: Path,
     assert "<unicode string>" not in str(problem) and "sys.set_int_max_str_digits" not in str(problem)
 
 
+def test_a_list_s_good_manifests_are_read_beside_its_bad_entries(tmp_path: Path) -> None:
+    """A scenario's ``objects`` (or a List's ``items``) with entries that are not manifests: those are
+    the problem, named by index; the manifests beside them still count."""
+    scenario = ("objects:\n- {apiVersion: v1, kind: Namespace, metadata: {name: kept}}\n- 5\n"
+                "- {apiVersion: v1, kind: Namespace, metadata: {name: also}}\n- [x]\n")
+    manifests, (problem,) = _read(tmp_path, scenario)
+    assert [m["metadata"]["name"] for m in manifests] == ["kept", "also"]
+    assert problem.reason == "objects[1]: must be a manifest (a mapping), got an integer (1 more items like it)"
+
+
 def test_a_syntax_error_is_placed_on_the_file_s_line(tmp_path: Path) -> None:
     _, (problem,) = _read(tmp_path, f"{NS}---\n{NS}---\nkind: Namespace\nmetadata: {{name: [\n")
     assert "(line 11, column 1)" in problem.reason  # the end of the file, where it noticed
