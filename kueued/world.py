@@ -91,6 +91,7 @@ class World:
             return Change.NONE, key
         refused = kind_error(kind, manifest.get("apiVersion"))
         if refused is not None or not isinstance(manifest.get("metadata", {}), dict):
+            key = self._distinct(key, manifest)
             self.rejected[key] = str(refused or FieldError("metadata", "must be a mapping"))
             return Change.REJECTED, key
         old = self.raw.get(key)
@@ -117,8 +118,21 @@ class World:
             # A rule we did not anticipate (a RecursionError from a deep value once took the daemon
             # down, and down again on every restart while the object existed): refuse the object.
             errors = [FieldError("", f"cannot be read ({type(exc).__name__}: {exc})")]
+        key = self._distinct(key, manifest)
         self.rejected[key] = "; ".join(str(e) for e in errors)
         return Change.REJECTED, key
+
+    def _distinct(self, key: str, manifest: dict[str, Any]) -> str:
+        """A refused object without a usable name gets a key of its own (``ResourceFlavor/#2``), so
+        one such refusal never hides another under the same ``Kind/`` key."""
+        meta = manifest.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if isinstance(name, str) and name or key not in self.rejected:
+            return key
+        n = 2
+        while f"{key}#{n}" in self.rejected:
+            n += 1
+        return f"{key}#{n}"
 
     def delete(self, manifest: dict[str, Any]) -> tuple[Change, str]:
         key = api.object_key(manifest)

@@ -313,3 +313,10 @@ def test_a_null_where_a_value_is_required_is_refused_in_the_api_server_s_words()
     assert change is Change.REJECTED
     assert world.rejected[key] == ('spec.podSets[0].count: Invalid value: "null": '
                                    'spec.podSets[0].count in body must be of type integer: "null"')
+
+
+def test_two_nameless_objects_of_a_kind_are_both_reported() -> None:
+    world = World()
+    for labels in ({"a": "1"}, {"b": "2"}):
+        world.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"labels": labels}})
+    assert sorted(world.rejected) == ["ResourceFlavor/", "ResourceFlavor/#2"]
