@@ -86,10 +86,16 @@ def original_info(job: dict[str, Any], workload: dict[str, Any] | None = None) -
             infos = None
         for info in _list(infos):
             info = _dict(info)
-            if info.get("name", POD_SET) == POD_SET:
-                kept: dict[str, Any] = {k: info[k] for k in ("parallelism", "completions", "labels") if k in info}
-                return {"nodeSelector": _dict(info.get("nodeSelector")), "tolerations": _list(info.get("tolerations")),
-                        **kept}
+            if info.get("name", POD_SET) == POD_SET:  # what it holds is checked: a hand-edited one must not
+                kept: dict[str, Any] = {  # make a patch the API server refuses for ever
+                    k: info[k] for k in ("parallelism", "completions")
+                    if isinstance(info.get(k), int) and not isinstance(info[k], bool) and info[k] >= 0}
+                labels = info.get("labels")
+                if isinstance(labels, dict) and all(isinstance(v, str | None) for v in labels.values()):
+                    kept["labels"] = labels
+                selector = {k: v for k, v in _dict(info.get("nodeSelector")).items() if isinstance(v, str)}
+                tolerations = [t for t in _list(info.get("tolerations")) if isinstance(t, dict)]
+                return {"nodeSelector": selector, "tolerations": tolerations, **kept}
     if workload is not None:
         for ps in _list(_dict(workload.get("spec")).get("podSets")):
             if _dict(ps).get("name", POD_SET) == POD_SET:

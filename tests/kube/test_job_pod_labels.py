@@ -59,3 +59,14 @@ def test_the_completions_annotation_reads_as_go_s_parse_bool_does() -> None:
                           ("yes", False), ("", False)):
         job["metadata"]["annotations"] = {jw.SYNC_COMPLETIONS_ANNOTATION: value}
         assert jw.sync_completions(job) is wanted, value
+
+
+def test_a_hand_edited_annotation_never_makes_a_patch_the_api_server_refuses() -> None:
+    job = make_job()
+    job["metadata"]["annotations"] = {jw.ORIGINAL_ANNOTATION:
+                                      '[{"name":"main","nodeSelector":{"a":5,"b":"x"},"tolerations":"x",'
+                                      '"parallelism":"abc","labels":[1]}]'}
+    original = jp.original_info(job)
+    assert original == {"nodeSelector": {"b": "x"}, "tolerations": []}
+    body = jp.restore_patch(job, None)["spec"]
+    assert "parallelism" not in body and "metadata" not in body["template"]
