@@ -84,6 +84,10 @@ class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
         self.events: deque[tuple[str, str, str, str]] = deque(maxlen=keep_events)
         self.rounds = 0
         self.quiescent = True  # did the last run_to_quiescence end on a round that changed nothing
+        # The daemon's: a commit the API port refused ends the run, so the watch's newer versions are
+        # applied before deciding again (without, a stale version was re-committed, and refused, in a loop)
+        self.stop_on_refusal = False
+        self.refused_in_round = False
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()
@@ -373,6 +377,8 @@ class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
                 self.quiescent = True
                 break
             if until is not None and until():
+                break
+            if self.stop_on_refusal and self.refused_in_round:
                 break
         return self.rounds - start
 

@@ -95,6 +95,7 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
     coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world),
                         keep_events=EVENTS_KEPT)
     coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
+    coord.stop_on_refusal = True  # a refused commit: apply what the watch brought before deciding again
     elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
                                  delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT,
                                  recycle=world.settings.monitor_all_quotas is True)

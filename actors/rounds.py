@@ -94,6 +94,7 @@ class Rounds:
         _evicting: dict[str, str]
         _uncounted: set[str]
         evicted: dict[str, int]
+        refused_in_round: bool
 
         async def _settle_finishes(self) -> None: ...
         async def reap_terminated(self) -> None: ...
@@ -116,6 +117,7 @@ class Rounds:
     async def round(self) -> bool:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
+        self.refused_in_round = False
         await self._settle_finishes()
         await self._settle_evictions()
         expired = await self.expire()  # a maximum execution time run out: deactivated, drained below
@@ -213,6 +215,7 @@ class Rounds:
         evicting = []
         for (target, by, cq_name), message, ok in zip(wanted, messages, committed, strict=True):
             if not ok or cq_name is None:
+                self.refused_in_round = self.refused_in_round or not ok
                 continue
             self._record_eviction(target.workload, by.wl, target.reason, message, cq_name)
             self._idle.pop(cq_name, None)
@@ -303,8 +306,11 @@ class Rounds:
         for (e, placement), ok in zip(granted, committed, strict=True):
             settled.add(id(e))
             if not ok:
+                self.refused_in_round = True
                 await self.cluster_queues[e.cq].ask(Revert(e.wl.key))  # back in its queue
-                self.reasons[e.wl.key] = "the API server refused the admission; retrying"
+                self.reasons[e.wl.key] = ("the API server refused the admission; retrying"
+                                          if getattr(self.port, "leading", True)
+                                          else "this process follows: the leader admits it")
                 continue
             self.reasons.pop(e.wl.key, None)
             self.world.placed[e.wl.key] = placement  # the one its queue holds

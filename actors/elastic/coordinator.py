@@ -279,7 +279,9 @@ class ElasticCoordinator:
             return
         usage = {("", r): v for r, v in d.usage.items()}  # no flavors in an elastic quota
         if not await self.port.admit(d.workload, cluster_queue=actor.name, flavors={}, usage=usage):
-            await actor.ask(Revert(d.workload, "the API server refused the admission; retrying"))
+            leading = getattr(self.port, "leading", True)
+            await actor.ask(Revert(d.workload, "the API server refused the admission; retrying" if leading
+                                   else "this process follows: the leader admits it"))
             return
         log.info("elastic_workload_admitted", workload=d.workload, quota=actor.name)
 

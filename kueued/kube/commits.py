@@ -295,7 +295,9 @@ class KubePort:
             nonlocal written
             async with limiter:
                 condition = pending_condition(message)
-                body = self._status_body(manifest, [condition, *restarted(manifest, condition)], conditional=False)
+                # on the version decided on: built on a stale one, the patch's condition list would
+                # drop an admission made meanwhile (a new leader's first pass flipped Admitted off)
+                body = self._status_body(manifest, [condition, *restarted(manifest, condition)], conditional=True)
                 if condition.reason == PENDING and (requests := self._resource_requests(workload)) is not None:
                     body["status"]["resourceRequests"] = requests  # as Kueue's scheduler propagates them
                 if await self._write(workload, body, what="pending"):

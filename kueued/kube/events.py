@@ -234,6 +234,9 @@ class EventRecorder:
                 if series is not None and isinstance(meta, dict):
                     series.namespace, series.name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         except ApiError as exc:
+            if exc.reason == "NotLeader":  # a follower's: the leader records the Events, nothing failed
+                self.counts["fenced"] += 1
+                return
             self.counts["failed"] += 1
             what = type(exc).__name__
             if self._failing != what:

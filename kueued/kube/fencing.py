@@ -76,6 +76,11 @@ class FencedPort:
         self.refusals: Counter[str] = Counter()  # by write: admit, evict, pending, ...; "...:cut" if cut off
         self._open: bool | None = None          # as last logged
 
+    @property
+    def leading(self) -> bool:
+        """Is the fence open (this process leads) now?"""
+        return self.fence.remaining() > 0
+
     # --- what the daemon and the metrics read of the port behind -----------------------------------
     @property
     def counts(self) -> Mapping[tuple[str, str, str], int]:

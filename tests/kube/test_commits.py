@@ -253,3 +253,17 @@ async def test_a_pending_workload_shows_its_requests_and_an_admission_clears_the
     assert await port.admit("ns/w", cluster_queue="cq", flavors={"main": {"cpu": "default"}},
                             usage={("default", "cpu"): 3000})
     assert client.writes[-1][2]["status"]["resourceRequests"] is None  # a merge patch's delete
+
+
+async def test_a_pending_condition_goes_on_the_version_decided_on_and_a_stale_one_is_tried_again() -> None:
+    """Built on a stale version, the patch's condition list would replace an admission's conditions
+    made meanwhile (a new leader's first pass once turned Admitted off under a running Job)."""
+    now = [0.0]
+    port, client = _port(_workload(), now)
+    client.conflict = True  # the Workload moved on since: the API server refuses the version
+    port.pending("ns/w", "insufficient quota: 4 used + 2 requested > 4")
+    assert await port.flush_pending() == 0
+    client.conflict = False
+    assert await port.flush_pending() == 1  # still due: written once the version is the current one
+    ((_, _, body),) = client.writes
+    assert body["metadata"] == {"resourceVersion": "7"}
