@@ -42,6 +42,10 @@ STALE_AFTER = 60.0
 """Seconds without a finished pass after which the loop is wedged, at the least (:func:`stale_after`)."""
 
 
+START_GRACE = 5
+"""Times ``stale_after`` a start may take (the first list of every kind) before ``/healthz`` fails."""
+
+
 def stale_after(interval: float) -> float:
     """How long a pass may take before ``/healthz`` fails: a pass works for up to ``interval`` and
     then waits for up to ``interval``; a slow API server or a big status write add to that."""
@@ -57,6 +61,7 @@ class Health:
         self.leader = False
         self._ready = False
         self._last_tick: float | None = None
+        self._started = clock()
 
     def tick(self) -> None:
         """A pass of the scheduling loop ended."""
@@ -77,7 +82,11 @@ class Health:
     def live(self) -> tuple[bool, str]:
         """(alive, why): alive unless the last pass ended more than ``stale_after`` seconds ago."""
         last = self._last_tick
-        if last is None:
+        if last is None:  # the first list may take long on a big cluster, but not for ever (a 403 on every kind)
+            waited = self.clock() - self._started
+            if waited > START_GRACE * self.stale_after:
+                return False, f"no scheduling pass has ended since the start {waited:.0f}s ago " \
+                              f"(limit {START_GRACE * self.stale_after:g}s)"
             return True, "starting: no scheduling pass has ended yet"
         age = self.clock() - last
         if age > self.stale_after:

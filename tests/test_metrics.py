@@ -364,3 +364,15 @@ def test_an_inactive_cluster_queue_reports_all_it_holds_back_as_inadmissible(tmp
     _run(tmp_path, metrics, settles=1, between=lambda n: seen.append(scrape(metrics)[1]))
     assert value(seen[0], "kueue_pending_workloads", cluster_queue="cq-h", status="active") == 0
     assert value(seen[0], "kueue_pending_workloads", cluster_queue="cq-h", status="inadmissible") == 2
+
+
+def test_healthz_fails_when_the_start_never_ends() -> None:
+    """Every kind refused by RBAC: the first list never completes, no pass ever ends.  Not wedged
+    for a while (a big cluster lists slowly), then /healthz says so."""
+    now = [0.0]
+    health = Health(stale_after=60, clock=lambda: now[0])
+    now[0] = 299
+    assert health.live()[0] is True
+    now[0] = 301
+    alive, why = health.live()
+    assert not alive and why == "no scheduling pass has ended since the start 301s ago (limit 300s)"

@@ -88,8 +88,8 @@ def _fill_subtree(root: QuotaNode) -> None:
 
 def _inactive_reason(cq: api.ClusterQueue, flavors: Mapping[str, api.ResourceFlavor], edges: Edges) -> str:
     if cq.metadata.deletion_timestamp:
-        return (f"ClusterQueue {cq.metadata.name} is inactive: it is terminating (deleted while workloads "
-                "are admitted in it; it goes once they finish)")
+        return (f"ClusterQueue {cq.metadata.name} is inactive: it is terminating (it goes once no workload "
+                "is admitted in it)")
     missing = sorted({f.name for rg in cq.spec.resource_groups for f in rg.flavors if f.name not in flavors})
     if missing:
         return f"ClusterQueue {cq.metadata.name} is inactive: flavor(s) {', '.join(missing)} not found"
