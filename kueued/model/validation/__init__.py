@@ -111,7 +111,8 @@ def validate_object(obj: dict[str, Any], *, old: dict[str, Any] | None = None,
     previous = old if isinstance(old, dict) else None
     found = (validate_workload(obj, previous, feature_gates=feature_gates) if validator is validate_workload
              else validator(obj, previous))
-    errors = [*_unknown_top_level(obj), *unknown_fields(obj), *found]
+    said = {e.path for e in found}  # a field the kind's rules name with their own reason is not "unknown" too
+    errors = [*_unknown_top_level(obj), *(e for e in unknown_fields(obj) if e.path not in said), *found]
     if obj.get("kind") in ("Cohort", "ClusterQueue"):
         errors += check_admission_policy(obj)  # kueued's own annotation (KEP-1093 policies)
     return errors
