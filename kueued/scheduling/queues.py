@@ -19,10 +19,14 @@ of priority in the order; those keys change as usage changes, so such a queue fi
 its head by scanning instead of trusting the heap.
 
 A BestEffortFIFO head requeued while its preemptions are pending becomes *sticky*
-(Kueue#6929, #7101): it stays the head, ahead of priority (but after LocalQueue usage),
-until it is popped and not requeued (admitted) or removed, so a higher-priority
-workload that cannot be admitted does not take the head back and let the freed quota
-be re-taken by the victims.
+(Kueue#6929, #7101): it stays the head, ahead of priority, until it is popped and not
+requeued (admitted) or removed, so a higher-priority workload that cannot be admitted
+does not take the head back and let the freed quota be re-taken by the victims.  Kueue
+ranks LocalQueue usage (admission fair sharing, KEP-1093 policies) before it; kueued
+ranks the sticky head first there too.  With usage first, the victim (from a quieter
+LocalQueue) took its freed quota straight back, and since a preemptor never evicts the
+same workload twice (no flopping) the preemptor, of higher priority, waited for good;
+Kueue flops instead until the usages cross.
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ class PendingQueue:
                 return None
             usage_of = self.usage_of
             head = min(self._items.values(),
-                       key=lambda w: (usage_of(w), w.key != sticky, -w.priority, w.created, w.uid))
+                       key=lambda w: (w.key != sticky, usage_of(w), -w.priority, w.created, w.uid))
             del self._items[head.key]
             return head
         if sticky is not None and sticky in self._items:
