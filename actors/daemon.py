@@ -94,7 +94,7 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
     # structured log and the API carry them), so it keeps only the latest for debugging.
     coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world),
                         keep_events=EVENTS_KEPT)
-    coord.clock = time.time  # admissions are stamped with the wall clock (and AFS decays on it)
+    coord.clock = _wall_seconds  # admissions are stamped with the wall clock (and AFS decays on it)
     coord.stop_on_refusal = True  # a refused commit: apply what the watch brought before deciding again
     elastic = ElasticCoordinator(prepare([], [], []), port, clock=clock,
                                  delay=world.settings.delay_evict_time, keep_events=EVENTS_KEPT,
@@ -183,6 +183,13 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
             coord.stop()
             elastic.stop()
         tg.cancel_scope.cancel()  # stopped: the actors' and the signal's tasks end too
+
+
+def _wall_seconds() -> float:
+    """The wall clock in whole seconds, as the API server keeps a condition's time: an admission
+    stamped finer orders preemption candidates by sub-second times no one else sees, so the daemon
+    chose another victim than ``simulate`` of the same cluster, and than itself after a restart."""
+    return float(math.floor(time.time()))
 
 
 def _as_created(batch: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
