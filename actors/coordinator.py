@@ -66,6 +66,9 @@ __all__ = ["Coordinator", "FOLD_LIMIT"]
 
 log = structlog.get_logger("kueued.coordinator")
 
+ATTEMPTS_KEPT = 10_000
+"""Admission attempts kept until the metrics read them (bounded: nothing may read them at all)."""
+
 
 class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
     def __init__(self, world: World, port: ApiPort, *,
@@ -88,6 +91,8 @@ class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
         # applied before deciding again (without, a stale version was re-committed, and refused, in a loop)
         self.stop_on_refusal = False
         self.refused_in_round = False
+        self.admissions = 0  # committed by this process
+        self.attempts: deque[tuple[bool, float]] = deque(maxlen=ATTEMPTS_KEPT)  # (admitted one, seconds): metrics
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()

@@ -16,6 +16,7 @@ from actors.messages import Sample
 from kueued.health import Health
 from kueued.kube.port import ApiPort
 from kueued.metrics import Metrics
+from kueued.scheduling.fairsharing.share import Shares
 from kueued.sources import Source
 
 __all__ = ["Gauges", "observe_counters", "observe_pass"]
@@ -46,7 +47,7 @@ class Gauges:
 
     async def after_rounds(self, port: ApiPort, rounds: int) -> None:
         """After a pass that ran rounds: the counters, and the gauges when due."""
-        observe_counters(self.metrics, port, rounds)
+        observe_counters(self.metrics, port, rounds, self.coord)
         if self.due():
             await self.observe()
 
@@ -62,15 +63,27 @@ class Gauges:
         replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
         samples = [await r.result(a.ask_timeout) for a, r in replies]
         metrics.observe_queues(samples, coord.forest.cluster_queues, terminating=coord.world.terminating)
+        metrics.observe_cohorts(coord.forest.cohorts)
+        if coord.world.settings.fair_sharing:
+            snapshot = await coord.assemble()
+            shares = Shares(snapshot)
+            metrics.observe_shares({n: shares.of(cq.node).rounded() for n, cq in snapshot.cluster_queues.items()},
+                                   {n: shares.of(co.node).rounded() for n, co in snapshot.cohorts.items()})
+        else:
+            metrics.observe_shares({}, {})
         metrics.observe_mailboxes({**{f"ClusterQueue/{s.name}": s.mailbox for s in samples},
                                    **{f"Cohort/{n}": a.stats().mailbox for n, a in coord.cohorts.items()},
                                    **{f"ElasticQuota/{n}": a.stats().mailbox for n, a in elastic.groups.items()}})
         metrics.forget(coord.forest.cluster_queues.keys() | elastic.groups.keys())
 
 
-def observe_counters(metrics: Metrics, port: ApiPort, rounds: int) -> None:
-    """After a pass that ran rounds: the rounds' and commits' counters, the commits' timings."""
+def observe_counters(metrics: Metrics, port: ApiPort, rounds: int, coord: Coordinator | None = None) -> None:
+    """After a pass that ran rounds: the rounds' and commits' counters, the commits' timings, the
+    admission attempts."""
     metrics.rounds.inc(rounds)
+    if coord is not None:
+        attempts = coord.attempts
+        metrics.observe_attempts([attempts.popleft() for _ in range(len(attempts))])
     metrics.observe_commits(getattr(port, "counts", {}))
     timings = getattr(port, "timings", None)  # KubePort's; an in-memory commit takes no time worth a metric
     if timings:

@@ -34,6 +34,7 @@ would repeat it: that is quiescence.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,8 @@ class Rounds:
         _uncounted: set[str]
         evicted: dict[str, int]
         refused_in_round: bool
+        admissions: int
+        attempts: deque[tuple[bool, float]]
 
         async def _settle_finishes(self) -> None: ...
         async def reap_terminated(self) -> None: ...
@@ -118,6 +121,7 @@ class Rounds:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
         self.refused_in_round = False
+        started, admitted_before = time.perf_counter(), self.admissions
         await self._settle_finishes()
         await self._settle_evictions()
         expired = await self.expire()  # a maximum execution time run out: deactivated, drained below
@@ -137,6 +141,8 @@ class Rounds:
         touched, tried, evicted = await self._evict(result)
         settled, committed = await self._admit(result)
         parks = self._requeue_rest(result, settled, touched, evicted)
+        if heads:  # Kueue's admission attempt: a cycle with heads to judge, and whether one was admitted
+            self.attempts.append((self.admissions > admitted_before, time.perf_counter() - started))
         return parks or parked or committed or tried or drained or expired
 
     async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
@@ -313,6 +319,7 @@ class Rounds:
                                           else "this process follows: the leader admits it")
                 continue
             self.reasons.pop(e.wl.key, None)
+            self.admissions += 1
             self.world.placed[e.wl.key] = placement  # the one its queue holds
             self._watch_deadline(e.wl.key, placement)
             self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed

@@ -183,6 +183,15 @@ class Metrics:
         self.lending_limit = _Series(Gauge(
             "kueue_cluster_queue_lending_limit", "Reports the cluster_queue's resource lending limit within all "
             "the flavors (+Inf: none)", quota, registry=r))
+        self.subtree_quota = _Series(Gauge(
+            "kueue_cohort_subtree_quota", "Reports the cohort's subtree quota: its own nominal quota and what "
+            "its children lend it, per 'flavor' and 'resource'", ["cohort", "flavor", "resource"], registry=r))
+        self.cq_share = _Series(Gauge(
+            "kueue_cluster_queue_weighted_share", "Reports the cluster_queue's weighted share of the resources "
+            "it borrows (status.fairSharing.weightedShare); with fair sharing on", ["cluster_queue"], registry=r))
+        self.cohort_share = _Series(Gauge(
+            "kueue_cohort_weighted_share", "Reports the cohort's weighted share of the resources it borrows "
+            "(status.fairSharing.weightedShare); with fair sharing on", ["cohort"], registry=r))
         self.status = _Series(Gauge(
             "kueue_cluster_queue_status", "Reports 'cluster_queue' with its 'status' (pending, active or "
             "terminating); 1 for the current one", ["cluster_queue", "status"], registry=r))
@@ -204,6 +213,13 @@ class Metrics:
             "kueued_actor_mailbox_depth", "Messages waiting in an actor's mailbox, per 'actor' "
             "(ClusterQueue/NAME, Cohort/NAME, ElasticQuota/NAME)", ["actor"], registry=r))
         self.rounds = Counter("kueued_scheduling_rounds", "Scheduling rounds run (both coordinators)", registry=r)
+        self.attempts = Counter(
+            "kueue_admission_attempts", "The number of attempts to admit workloads (a scheduling cycle with "
+            "heads to judge), per 'result' (success: one was admitted at least; inadmissible: none)",
+            ["result"], registry=r)
+        self.attempt_duration = Histogram(
+            "kueue_admission_attempt_duration_seconds", "The latency of an admission attempt (a scheduling "
+            "cycle), per 'result'", ["result"], registry=r)
 
     # --- gauges --------------------------------------------------------------------------------------
     def observe_queues(self, samples: Iterable[QueueSample], tree: Mapping[str, ClusterQueueSnapshot], *,
@@ -250,6 +266,23 @@ class Metrics:
         self.nominal.replace(nominal)
         self.borrowing_limit.replace(borrowing)
         self.lending_limit.replace(lending)
+
+    def observe_cohorts(self, cohorts: Mapping[str, Any]) -> None:
+        """Each Cohort's subtree quota (``Snapshot.cohorts``: its node's ``subtree``, milli-units)."""
+        self.subtree_quota.replace({(name, *fr): v / 1000 for name, co in cohorts.items()
+                                    for fr, v in co.node.subtree.items()})
+
+    def observe_shares(self, cluster_queues: Mapping[str, int], cohorts: Mapping[str, int]) -> None:
+        """Fair sharing's weighted shares, as the queues' status shows them ({} when it is off)."""
+        self.cq_share.replace({(name,): float(v) for name, v in cluster_queues.items()})
+        self.cohort_share.replace({(name,): float(v) for name, v in cohorts.items()})
+
+    def observe_attempts(self, attempts: Iterable[tuple[bool, float]]) -> None:
+        """Scheduling cycles that had heads to judge: (whether one was admitted, seconds it took)."""
+        for admitted, seconds in attempts:
+            result = "success" if admitted else "inadmissible"
+            self.attempts.labels(result).inc()
+            self.attempt_duration.labels(result).observe(seconds)
 
     def observe_mailboxes(self, depths: Mapping[str, int]) -> None:
         self.mailbox.replace({(actor,): depth for actor, depth in depths.items()})

@@ -376,3 +376,23 @@ def test_healthz_fails_when_the_start_never_ends() -> None:
     now[0] = 301
     alive, why = health.live()
     assert not alive and why == "no scheduling pass has ended since the start 301s ago (limit 300s)"
+
+
+def test_admission_attempts_cohort_quota_and_fair_shares_read_as_kueue_names_them(tmp_path: Path) -> None:
+    _cohort_tree(tmp_path)
+    _write(tmp_path / "config.yaml", [{"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                       "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare",
+                                                                                 "LessThanInitialShare"]}}])
+    _write(tmp_path / "a.yaml", [workload("a1", "ns", "lq-a", cpu="3"), workload("a2", "ns", "lq-a", cpu="2")])
+    metrics = Metrics()
+    seen: list[Samples] = []
+    _run(tmp_path, metrics, settles=1, between=lambda n: seen.append(scrape(metrics)[1]))
+    s = seen[0]
+    # a1 borrows 1 of cq-b's lendable 2 (it lends 2 of its 2; a2 never fits): one successful attempt
+    # at least, then inadmissible ones while a2 waits
+    assert (value(s, "kueue_admission_attempts_total", result="success") or 0) >= 1
+    assert value(s, "kueue_admission_attempt_duration_seconds_count", result="success") == \
+        value(s, "kueue_admission_attempts_total", result="success")
+    assert value(s, "kueue_cohort_subtree_quota", cohort="co", flavor="default", resource="cpu") == 4
+    assert (value(s, "kueue_cluster_queue_weighted_share", cluster_queue="cq-a") or 0) > 0  # it borrows
+    assert value(s, "kueue_cluster_queue_weighted_share", cluster_queue="cq-b") == 0
