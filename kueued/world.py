@@ -127,8 +127,8 @@ class World:
         one such refusal never hides another under the same ``Kind/`` key."""
         meta = manifest.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
-        if isinstance(name, str) and name or key not in self.rejected:
-            return key
+        if isinstance(name, str) and name or key not in self.rejected or key == "Configuration":
+            return key  # (the Configuration is one, named by its kind: a later one replaces it)
         n = 2
         while f"{key}#{n}" in self.rejected:
             n += 1
