@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 
-from kueued.kube.errors import ApiError, ApiNotFound
+from kueued.kube.errors import ApiError, ApiForbidden, ApiInvalid, ApiNotFound
 from kueued.kube.in_force import IN_FORCE_ANNOTATION, Keep
 
 __all__ = ["InForceWriter"]
@@ -22,6 +22,7 @@ class InForceWriter:
 
     def __init__(self) -> None:
         self._due: dict[tuple[str, str, str], str | None] = {}  # (kind, namespace, name) -> value
+        self._warned: set[tuple[str, str, str]] = set()  # failing writes already logged (once each)
 
     def __len__(self) -> int:
         return len(self._due)
@@ -43,9 +44,15 @@ class InForceWriter:
             except ApiNotFound:
                 pass
             except ApiError as exc:
-                log.warning("in_force_write_failed", object=f"{kind}/{namespace}/{name}".replace("//", "/"),
-                            error=type(exc).__name__, detail=str(exc)[:200])
+                permanent = isinstance(exc, ApiForbidden | ApiInvalid)  # tried again, it would fail again
+                if permanent or target not in self._warned:
+                    self._warned.add(target)
+                    log.warning("in_force_write_failed", object=f"{kind}/{namespace}/{name}".replace("//", "/"),
+                                error=type(exc).__name__, detail=str(exc)[:200], dropped=permanent)
+                if permanent and self._due.get(target) == value:
+                    del self._due[target]
                 continue
+            self._warned.discard(target)
             if self._due.get(target) == value:
                 del self._due[target]
             done += 1

@@ -88,6 +88,8 @@ ACCEPTED = "Accepted"
 VALIDATED_KINDS = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor", "Workload",
                              "WorkloadPriorityClass"})
 """Kueue's kinds, whose refusals the publisher reports (ElasticQuota has its own, in actors.elastic)."""
+IN_FORCE_KINDS = VALIDATED_KINDS | {"ElasticQuota"}
+"""The kinds whose version in force is kept on the object (``kueued.io/in-force``)."""
 
 
 class StatusPatcher(Protocol):
@@ -244,7 +246,8 @@ class TreeStatusPublisher:
     def in_force(self, manifest: Mapping[str, Any], held: Mapping[str, Any] | None, *, refused: bool) -> None:
         """``manifest`` was applied (refused or not) with ``held`` in force: keep the annotation that
         records the version in force right (:mod:`kueued.kube.in_force`), on the next publish."""
-        self.memory.note(manifest, wanted(manifest, held, refused=refused))
+        if manifest.get("kind") in IN_FORCE_KINDS:  # what kueued validates and may patch (RBAC)
+            self.memory.note(manifest, wanted(manifest, held, refused=refused))
 
     def forget(self, key: str) -> None:
         """The object was deleted: nothing about it is kept (a new one of that name starts afresh)."""

@@ -48,3 +48,40 @@ def test_an_unreadable_annotation_is_no_earlier_version() -> None:
         manifest = local_queue("lq", "ns", "cq")
         manifest["metadata"]["annotations"] = {in_force.IN_FORCE_ANNOTATION: raw}
         assert in_force.earlier_of(manifest) is None
+
+
+def test_the_writer_drops_what_can_never_be_written_and_keeps_what_may_be_later() -> None:
+    import anyio
+
+    from kueued.kube.errors import ApiForbidden, ApiUnavailable
+    from kueued.kube.in_force_writer import InForceWriter
+
+    class Client:
+        def __init__(self) -> None:
+            self.fail: dict[str, Exception] = {}
+            self.written: list[str] = []
+
+        async def patch(self, kind: str, namespace: str | None, name: str, body: dict) -> dict:
+            if name in self.fail:
+                raise self.fail[name]
+            self.written.append(name)
+            return {}
+
+    writer, client = InForceWriter(), Client()
+    client.fail = {"denied": ApiForbidden(403, "Forbidden", "no"), "busy": ApiUnavailable(503, "Unavailable", "x")}
+    for name in ("denied", "busy", "fine"):
+        writer.note(local_queue(name, "ns", "cq"), "memo")
+    assert anyio.run(writer.flush, client) == 1 and client.written == ["fine"]
+    assert len(writer) == 1  # busy, tried again; denied dropped: it would be refused again
+    client.fail = {}
+    assert anyio.run(writer.flush, client) == 1 and client.written == ["fine", "busy"] and len(writer) == 0
+
+
+def test_only_the_kinds_kueued_validates_get_the_annotation() -> None:
+    from kueued.kube.status_publisher import TreeStatusPublisher
+    publisher = TreeStatusPublisher(client=None)  # type: ignore[arg-type]
+    held = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns", "labels": {"a": "1"}}}
+    publisher.in_force({**held, "metadata": {"name": "ns", "labels": {"a": "2"}}}, held, refused=True)
+    assert len(publisher.memory) == 0
+    publisher.in_force(local_queue("lq", "ns", "new"), local_queue("lq", "ns", "old"), refused=True)
+    assert len(publisher.memory) == 1
