@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 
 from kueued.kube.errors import ApiError, ApiForbidden, ApiInvalid, ApiNotFound
-from kueued.kube.in_force import IN_FORCE_ANNOTATION, Keep
+from kueued.kube.in_force import IN_FORCE_ANNOTATION, Keep, _meta
 
 __all__ = ["InForceWriter"]
 
@@ -30,7 +30,7 @@ class InForceWriter:
     def note(self, manifest: Mapping[str, Any], value: str | None | Keep) -> None:
         if isinstance(value, Keep):
             return
-        meta = _meta_of(manifest)
+        meta = _meta(manifest)
         self._due[(str(manifest.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))] = value
 
     async def flush(self, client: Any) -> int:
@@ -57,8 +57,3 @@ class InForceWriter:
                 del self._due[target]
             done += 1
         return done
-
-
-def _meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = obj.get("metadata")
-    return value if isinstance(value, Mapping) else {}

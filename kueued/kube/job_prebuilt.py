@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from kueued.kube import job_workload as jw
+from kueued.kube.job_workload import _name
 from kueued.kube.workload_state import _dict, _list, _meta, condition_true
 
 __all__ = ["PREBUILT_LABEL", "OUT_OF_SYNC", "Adopt", "prebuilt_name", "controlled_by_other", "decide", "adoption"]
@@ -85,7 +86,3 @@ def adoption(job: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
     if jw.JOB_UID_LABEL not in labels:  # Kueue's MergeKeepFirst: a label already there stays
         body["metadata"]["labels"] = {jw.JOB_UID_LABEL: str(meta.get("uid", ""))}
     return body
-
-
-def _name(obj: dict[str, Any]) -> str:
-    return str(_meta(obj).get("name", ""))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from kueued.kube import job_workload as jw
+from kueued.kube.job_workload import _int
 from kueued.kube.workload_state import _dict, _list, _meta, condition_true
 
 __all__ = ["UpdateReclaimable", "reclaimable_pods", "refine"]
@@ -37,11 +38,11 @@ class UpdateReclaimable(jw.Step, frozen=True, tag=True):
 def reclaimable_pods(job: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     """Kueue's ``Job.ReclaimablePods``: (pod set, count) pairs, none when nothing is reclaimable."""
     spec = _dict(job.get("spec"))
-    parallelism = _whole(spec.get("parallelism"), 1)
-    succeeded = _whole(_dict(job.get("status")).get("succeeded"), 0)
+    parallelism = _int(spec.get("parallelism"), 1)
+    succeeded = _int(_dict(job.get("status")).get("succeeded"), 0)
     if parallelism == 1 or succeeded == 0:
         return ()
-    remaining = _whole(spec.get("completions"), parallelism) - succeeded
+    remaining = _int(spec.get("completions"), parallelism) - succeeded
     if remaining >= parallelism:
         return ()
     return ((jw.POD_SET, parallelism - remaining),)
@@ -64,11 +65,9 @@ def _written(workload: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     pods = []
     for item in _list(_dict(workload.get("status")).get("reclaimablePods")):
         item = _dict(item)
-        count = _whole(item.get("count"), 0)
+        count = _int(item.get("count"), 0)
         if count:
             pods.append((str(item.get("name", "")), count))
     return tuple(sorted(pods))
 
 
-def _whole(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
