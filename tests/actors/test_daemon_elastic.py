@@ -187,8 +187,12 @@ def test_finishing_frees_runtime_for_the_next_workload(tmp_path: Path) -> None:
     assert [c.workload for c in port.log if c.kind == "admit"].count("default/a2") == 1
 
 
-def test_a_lowered_max_recycles_after_the_configured_delay_and_not_before(tmp_path: Path) -> None:
-    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="30s", monitor_all_quotas=True)])
+def _lower_a_max(tmp_path: Path, *, monitor: bool | None,
+                 later: list[tuple[float, bool]]) -> list[tuple[float, list[str]]]:
+    """team-a runs 8 cpu; at 100 s its max drops to 4 (over its runtime from then on, delay 30 s); then
+    for each (time, nudge) of ``later`` the clock moves there and, with nudge, a new file makes the
+    daemon settle again.  What was evicted at each settle, with the clock."""
+    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="30s", monitor_all_quotas=monitor)])
     _write(tmp_path / "quotas.yaml", _teams())
     _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="8").at(1).build()])
     port = InMemoryPort()
@@ -203,46 +207,32 @@ def test_a_lowered_max_recycles_after_the_configured_delay_and_not_before(tmp_pa
         clock.now = 100.0
         _write(tmp_path / "quotas.yaml", _teams(a_max="4"))
 
-    def almost() -> None:  # 29 s over: nothing yet; a new file makes the daemon settle again
-        record()
-        clock.now = 129.0
-        _write(tmp_path / "nudge.yaml", [namespace("nudge")])
+    def step(at: float, nudge: bool) -> Step:
+        def go() -> None:
+            record()
+            clock.now = at
+            if nudge:
+                _write(tmp_path / f"nudge-{at:g}.yaml", [namespace(f"nudge-{at:g}")])
+        return go
 
-    def due() -> None:  # 30 s over: the next poll recycles although nothing changed
-        record()
-        clock.now = 130.0
-
-    _run(tmp_path, port, [lower_max, almost, due, record], clock=clock)
-    assert seen == [(0.0, []), (100.0, []), (129.0, []), (130.0, ["default/a1"])]
+    _run(tmp_path, port, [lower_max, *(step(at, nudge) for at, nudge in later), record], clock=clock)
     assert _amounts(port, "team-a")["runtime"] == {"cpu": "4"}
-    assert "revoked" in next(c.detail for c in port.log if c.kind == "evict")
+    if monitor:
+        assert "revoked" in next(c.detail for c in port.log if c.kind == "evict")
+    return seen
+
+
+def test_a_lowered_max_recycles_after_the_configured_delay_and_not_before(tmp_path: Path) -> None:
+    # 29 s over: nothing yet (a new file makes the daemon settle again); 30 s over: the next poll
+    # recycles although nothing changed
+    seen = _lower_a_max(tmp_path, monitor=True, later=[(129.0, True), (130.0, False)])
+    assert seen == [(0.0, []), (100.0, []), (129.0, []), (130.0, ["default/a1"])]
 
 
 def test_the_daemon_recycles_nothing_unless_monitor_all_quotas_is_on(tmp_path: Path) -> None:
     """Koordinator's QuotaOverUsedRevokeController runs only with monitorAllQuotas (default false)."""
-    _write(tmp_path / "config.yaml", [configuration(delay_evict_time="30s")])
-    _write(tmp_path / "quotas.yaml", _teams())
-    _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="8").at(1).build()])
-    port = InMemoryPort()
-    clock = Clock()
-    seen: list[tuple[float, list[str]]] = []
-
-    def record() -> None:
-        seen.append((clock.now, _evicted(port)))
-
-    def lower_max() -> None:
-        record()
-        clock.now = 100.0
-        _write(tmp_path / "quotas.yaml", _teams(a_max="4"))
-
-    def long_after() -> None:
-        record()
-        clock.now = 1000.0
-        _write(tmp_path / "nudge.yaml", [namespace("nudge")])
-
-    _run(tmp_path, port, [lower_max, long_after, record], clock=clock)
-    assert seen == [(0.0, []), (100.0, []), (1000.0, [])]
-    assert _amounts(port, "team-a")["runtime"] == {"cpu": "4"}  # over its runtime, and kept
+    seen = _lower_a_max(tmp_path, monitor=None, later=[(1000.0, True)])
+    assert seen == [(0.0, []), (100.0, []), (1000.0, [])]  # over its runtime, and kept
 
 
 def test_removing_a_node_scales_the_mins_at_once(tmp_path: Path) -> None:
