@@ -10,8 +10,10 @@ same history, another admission.
 
 :class:`PrioritySync` works out which Workloads disagree with their class (:func:`due`) and
 patches ``spec.priority`` on the status publisher's pass (``{"spec": {"priority": v}}``, a merge
-patch: the value is the same whoever writes it), at most :data:`PER_PASS` a pass.  A Workload
-the API server no longer has is skipped; another refusal is tried again on a later pass.
+patch: the value is the same whoever writes it), at most :data:`PER_PASS` a pass, and looks at
+the Workloads only after a round (a class or a Workload changed) or while some are left to
+write: not on every pass of an idle daemon.  A Workload the API server no longer has is skipped;
+another refusal is tried again on a later pass.
 """
 
 from __future__ import annotations
@@ -50,12 +52,18 @@ def due(world: World) -> Iterator[tuple[str, str, int]]:
 class PrioritySync:
     def __init__(self) -> None:
         self.written = 0
+        self._epoch: object = None  # the state last looked at in full, while nothing was left to write
 
-    async def sync(self, client: Any, world: World, *, limit: int = PER_PASS) -> int:
-        """Patch up to ``limit`` Workloads that disagree with their class; how many were written."""
-        done = 0
+    async def sync(self, client: Any, world: World, *, limit: int = PER_PASS, epoch: object = None) -> int:
+        """Patch up to ``limit`` Workloads that disagree with their class; how many were written.
+        ``epoch`` names the state looked at (the coordinator's round count): the Workloads are not
+        looked at again while it stays the same and the last look left nothing to write."""
+        if epoch is not None and epoch == self._epoch:
+            return 0
+        done, left = 0, False
         for namespace, name, value in due(world):
             if done >= limit:
+                left = True
                 break
             try:
                 await client.patch("Workload", namespace, name, {"spec": {"priority": value}})
@@ -64,8 +72,10 @@ class PrioritySync:
             except ApiError as exc:
                 log.warning("workload_priority_write_failed", workload=f"{namespace}/{name}",
                             error=type(exc).__name__, detail=str(exc)[:200])
+                left = True
                 continue
             done += 1
             log.info("workload_priority_updated", workload=f"{namespace}/{name}", priority=value)
         self.written += done
+        self._epoch = None if left else epoch
         return done

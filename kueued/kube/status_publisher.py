@@ -266,7 +266,7 @@ class TreeStatusPublisher:
         self.finalizers.poke(world)  # Kueue's finalizer on every queue, off deleted ones no longer in use
         if len(self.memory):
             await self.memory.flush(self.client)
-        await self.priorities.sync(self.client, world)
+        await self.priorities.sync(self.client, world, epoch=coord.rounds)
         tokens = self.budget.available()
         if tokens < 1:
             return 0  # nothing could be written now: not even worked out (module notes, 4)

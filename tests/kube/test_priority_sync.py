@@ -55,3 +55,24 @@ def test_a_pass_is_bounded_and_a_vanished_workload_is_skipped() -> None:
     sync = PrioritySync()
     assert anyio.run(lambda: sync.sync(client, world, limit=2)) == 2
     assert [p[2] for p in client.patches] == ["w1", "w2"]
+
+
+def test_the_workloads_are_looked_at_again_only_after_a_change_or_while_some_are_left() -> None:
+    world = World()
+    world.apply(wpc("high", 500))
+    for i in range(3):
+        world.apply(classed(f"w{i}", "high", 1))
+    client, sync = Recorder(), PrioritySync()
+
+    def run(epoch: int) -> int:
+        before = len(client.patches)
+        written = anyio.run(lambda: sync.sync(client, world, limit=2, epoch=epoch))
+        for _, _, name, body in client.patches[before:]:  # the watch brings each write back
+            world.apply(classed(name, "high", body["spec"]["priority"]))
+        return written
+
+    assert run(1) == 2
+    assert run(1) == 1  # one was left: looked at again in the same epoch
+    world.apply(classed("w0", "high", 7))  # changed behind the World's back, no round since
+    assert run(1) == 0  # nothing was left and nothing ran: not looked at
+    assert run(2) == 1  # a round: looked at in full
