@@ -159,3 +159,14 @@ def test_events_recorded_while_the_writers_run_are_written() -> None:
             tg.cancel_scope.cancel()
     anyio.run(main)
     assert sorted(e["object"]["metadata"]["name"] for e in client.events) == [f"w{i}" for i in range(6)]
+
+
+def test_a_follower_s_fenced_events_are_counted_but_not_logged_as_failures() -> None:
+    from kueued.kube.fencing import NotLeader
+    recorder = EventRecorder(FakeClient(fail=NotLeader("create_event")))
+    for i in range(3):
+        recorder.pending(wl(f"w{i}", f"u{i}"), "waits")
+    with capture_logs() as logs:
+        drain(recorder)
+    assert recorder.counts["fenced"] == 3 and recorder.counts["failed"] == 0
+    assert not [e for e in logs if e["event"] == "event_write_failed"]  # the leader records them

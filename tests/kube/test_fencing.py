@@ -263,3 +263,17 @@ async def test_a_follower_s_status_publisher_does_not_even_try_but_keeps_its_boo
     assert inner.calls == ["validated spec.cohort: invalid", "forget ClusterQueue/cq"]
     fence.lead()
     assert await status.publish(object()) == 3 and status.recorder is None
+
+
+def test_a_follower_s_refused_admission_reads_as_following_not_as_the_api_server_s() -> None:
+    from actors.harness import LiveEngine
+    from tests.actors.test_drains import _world
+    from tests.builders import workload
+
+    for leading, reason in ((False, "this process follows: the leader admits it"),
+                            (True, "the API server refused the admission; retrying")):
+        port = FencedPort(InMemoryPort(refuse=lambda key: True), Fence(10.0 if leading else 0.0), hold=0.0)
+        with LiveEngine(_world(), port=port) as engine:
+            engine.apply(workload("w", "ns", "lq", cpu="1"))
+            engine._call(engine.coordinator.run_to_quiescence, max_rounds=1)
+            assert engine.coordinator.reasons["ns/w"] == reason
