@@ -28,8 +28,12 @@ from kueued.errors import KueuedError
 from kueued.model.quantity import format_milli
 from kueued.quota import node as qn
 from kueued.quota.node import FR, QuotaNode
+from actors.drains import held_back
+from kueued.scheduling.cycle import namespace_labels, namespace_matches
 from kueued.scheduling.explain import blocking_node
+from kueued.scheduling.flavors import flavor_mismatch
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
+from kueued.scheduling.workload import WorkloadSpec
 from kueued.world import World
 
 __all__ = ["Blocked", "Option", "Explanation", "explain_workload", "render_text"]
@@ -111,12 +115,19 @@ def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str 
     if not cq.active:
         out.reason = out.reason or cq.inactive_reason
         return out
+    held = held_back(world, wl) or _namespace_refused(world, cq, wl.namespace)
+    if held:  # waits for something no quota changes: no numbers, no "room now"
+        out.reason = held if out.reason is None else out.reason
+        return out
     requests = wl.total_requests()
     uncovered = sorted(r for r in requests if r not in cq.group_of)
     if uncovered:
         out.reason = out.reason or f"ClusterQueue {cq.name} has no quota for {', '.join(uncovered)}"
         return out
-    out.options, out.fits_now = options(cq, requests)
+    barred = _barred(world, wl)
+    out.options, out.fits_now = options(cq, requests, barred=barred)
+    if barred and not out.options and not out.fits_now:
+        out.reason = out.reason or "; ".join(sorted(set(barred.values())))
     first: dict[tuple[str, str], Blocked] = {}
     for opt in out.options:
         for b in opt.raises:
@@ -125,20 +136,43 @@ def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str 
     return out
 
 
-def options(cq: ClusterQueueSnapshot, requests: dict[str, int]) -> tuple[list[Option], bool]:
+def options(cq: ClusterQueueSnapshot, requests: dict[str, int], *,
+            barred: dict[str, str] | None = None) -> tuple[list[Option], bool]:
     """Per flavor of each resource group asked of, what must grow (cheapest first), and whether
-    every group has a flavor with room now."""
+    every group has a flavor with room now.  ``barred``: flavors the pods may not go to (a taint,
+    node labels), which no quota opens."""
+    barred = barred or {}
     by_flavor: dict[str, list[Blocked]] = {}
     groups = {}
     for res, value in sorted(requests.items()):
         group = cq.group_of[res]
         groups[id(group)] = group
         for flavor in group.flavors:
-            by_flavor.setdefault(flavor, []).extend(_needs(cq.node, (flavor, res), value))
+            if flavor not in barred:
+                by_flavor.setdefault(flavor, []).extend(_needs(cq.node, (flavor, res), value))
     found = [Option(f, raises) for f, raises in by_flavor.items()]
     found.sort(key=lambda o: (len(o.raises), sum(_milli(b) for b in o.raises)))
-    fits = all(any(not by_flavor[f] for f in g.flavors) for g in groups.values())
+    fits = all(any(f in by_flavor and not by_flavor[f] for f in g.flavors) for g in groups.values())
     return [o for o in found if o.raises], fits
+
+
+def _barred(world: World, wl: WorkloadSpec) -> dict[str, str]:
+    """Flavor -> why some pod set of ``wl`` may not go there (Kueue's words), for the flavors that exist."""
+    out: dict[str, str] = {}
+    for name, flavor in world.flavors.items():
+        why = next((w for ps in wl.pod_sets if (w := flavor_mismatch(flavor, ps.spec))), "")
+        if why:
+            out[name] = why
+    return out
+
+
+def _namespace_refused(world: World, cq: ClusterQueueSnapshot, namespace: str) -> str:
+    labels = namespace_labels(world.namespaces, namespace)
+    if labels is None:
+        return f"namespace {namespace} not found"
+    if not namespace_matches(cq.spec.namespace_selector, labels):
+        return f"namespace {namespace} doesn't match the namespaceSelector of ClusterQueue {cq.name}"
+    return ""
 
 
 def _needs(leaf: QuotaNode, fr: FR, value: int) -> list[Blocked]:

@@ -38,7 +38,7 @@ from kueued.scheduling.snapshot import ClusterQueueSnapshot, ResourceGroup, Snap
 from kueued.scheduling.workload import PodSetRequest, WorkloadInfo
 
 __all__ = ["Mode", "Assignment", "PodSetAssignment", "assign_flavors", "Oracle",
-           "lowest_fitting_height"]
+           "lowest_fitting_height", "flavor_mismatch"]
 
 
 class Mode(enum.IntEnum):
@@ -190,7 +190,7 @@ def _assign_group(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo
         if flavor is None:
             reasons.append(f"flavor {fname} not found")
             continue
-        why = _flavor_mismatch(flavor, ps.spec)
+        why = flavor_mismatch(flavor, ps.spec)
         if why:
             reasons.append(why)
             continue
@@ -299,14 +299,17 @@ def _q(amount: int, res: str) -> str:
 
 # --- flavor vs pod placement constraints -------------------------------------------------------
 
-def _flavor_mismatch(flavor: api.ResourceFlavor, spec: api.PodSpec) -> str:
+def flavor_mismatch(flavor: api.ResourceFlavor, spec: api.PodSpec) -> str:
+    """Why pods of ``spec`` may not go to ``flavor`` (an untolerated taint, a node selector or required
+    affinity its labels do not match), or ""."""
     # the flavor's own tolerations count too: Kueue adds them to the pods it admits there
     # (flavorassigner: FindMatchingUntoleratedTaint over the pod's and the flavor's tolerations)
     tolerations = [*spec.tolerations, *flavor.spec.tolerations] if flavor.spec.tolerations else spec.tolerations
     for taint in flavor.spec.node_taints:
         if taint.effect in ("NoSchedule", "NoExecute") and not any(
                 _tolerates(t, taint) for t in tolerations):
-            return (f"untolerated taint {{{taint.key}: {taint.value}}} in flavor "
+            # Kueue formats the corev1.Taint struct with %s: {key value effect <nil>}
+            return (f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor "
                     f"{flavor.metadata.name}")
     labels = flavor.spec.node_labels
     for key, value in spec.node_selector.items():

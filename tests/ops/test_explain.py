@@ -77,3 +77,41 @@ def test_the_command_takes_namespace_slash_name(tmp_path, capsys) -> None:
     assert (body["state"], body["clusterQueue"], body["blocked"][0]["node"]) == ("pending", "vision", "research")
     assert main(["explain", "w3", str(path)]) == 2
     assert main(["explain", "ns/nope", str(path)]) == 2
+
+
+def _roomy(*extra: dict, queue: str = "lq", **wl_spec) -> list[dict]:
+    """One ClusterQueue with room to spare; ``ns/w`` asks 1 cpu of it (``wl_spec`` added to its spec)."""
+    from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+    w = workload("w", "ns", queue, cpu="1")
+    w["spec"].update(wl_spec)
+    return [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="8")),
+            local_queue("lq", "ns", "cq"), *extra, w]
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    pytest.param({"active": False}, "the Workload is deactivated (spec.active is false)", id="deactivated"),
+    pytest.param({"stop": "Hold"}, "LocalQueue lq is stopped (stopPolicy Hold)", id="held-local-queue"),
+    pytest.param({"selector": {"matchLabels": {"team": "x"}}},
+                 "namespace ns doesn't match the namespaceSelector of ClusterQueue cq", id="namespace"),
+])
+def test_a_workload_waiting_for_something_quota_cannot_give_is_never_said_to_fit(change, why) -> None:
+    manifests = _roomy(**({"active": change["active"]} if "active" in change else {}))
+    if "stop" in change:
+        manifests[3]["spec"]["stopPolicy"] = change["stop"]
+    if "selector" in change:
+        manifests[2]["spec"]["namespaceSelector"] = change["selector"]
+    world, _ = run_world(manifests, runner=run_actors)
+    e = explain_workload(world, settle(world), "ns/w")  # no engine reason: the daemon's view
+    assert (e.state, e.fits_now, e.options, e.reason) == ("pending", False, [], why)
+    assert "room for it now" not in render_text(e)
+
+
+def test_a_flavor_whose_taint_the_pods_do_not_tolerate_is_no_room() -> None:
+    from tests.builders import cluster_queue, flavor, quotas
+    manifests = _roomy()
+    manifests[1] = flavor("spot", nodeTaints=[{"key": "spot", "value": "true", "effect": "NoSchedule"}])
+    manifests[2] = cluster_queue("cq", quotas("spot", cpu="8"))
+    world, _ = run_world(manifests, runner=run_actors)
+    e = explain_workload(world, settle(world), "ns/w")
+    assert e.state == "pending" and not e.fits_now and e.options == []
+    assert e.reason == "untolerated taint {spot true NoSchedule <nil>} in flavor spot"
