@@ -85,6 +85,19 @@ def test_bad_command_line_values_are_usage_errors_in_json_too(args: list[str], w
     assert event["event"] == "command_failed" and why in event["error"]
 
 
+def test_the_log_flags_work_after_the_subcommand_too(tmp_path: Path) -> None:
+    good = tmp_path / "flavor.yaml"
+    good.write_text("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: default}\n")
+    done = _kueued("validate", str(good), "--log-level", "debug", "--log-format", "console")
+    assert done.returncode == 0 and "1 accepted" in done.stdout, done.stderr
+    done = _kueued("run", "--interval", "0", "--log-level", "info", "--log-format", "json")
+    assert done.returncode == 2
+    (event,) = _json_lines(done.stderr)  # the usage error in JSON: --log-format was taken
+    assert event["event"] == "command_failed" and "must be between" in event["error"]
+    done = _kueued("run", "--log-level", "loud")
+    assert done.returncode == 2 and "invalid choice: 'LOUD'" in done.stderr
+
+
 def test_a_busy_metrics_port_is_a_clear_error(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

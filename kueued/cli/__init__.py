@@ -177,8 +177,20 @@ def _add_manifests(sub: Any) -> None:
     man.add_argument("--namespace", default="kueued-system", help="for the ServiceAccount and the lease Role")
 
 
+def _log_flags_first(argv: list[str]) -> list[str]:
+    """``--log-level`` and ``--log-format`` moved before the subcommand: they are the program's, and
+    ``kueued run --log-level DEBUG`` (the systemd unit appends ``$KUEUED_ARGS`` after ``run``) would
+    otherwise be a usage error that fails the unit."""
+    flags = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    flags.add_argument("--log-format")
+    flags.add_argument("--log-level")
+    known, rest = flags.parse_known_args(argv)
+    given = [("--log-format", known.log_format), ("--log-level", known.log_level)]
+    return [part for flag, value in given if value is not None for part in (flag, value)] + rest
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = _log_flags_first(sys.argv[1:] if argv is None else argv)
     early = argparse.ArgumentParser(add_help=False)  # the log format first, so usage errors follow it
     early.add_argument("--log-format", choices=["auto", "console", "json"], default=DEFAULTS.log.format)
     early.add_argument("--log-level", default=DEFAULTS.log.level)
