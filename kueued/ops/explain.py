@@ -24,11 +24,11 @@ from typing import Any
 
 import msgspec
 
+from actors.drains import held_back
 from kueued.errors import KueuedError
 from kueued.model.quantity import format_milli
 from kueued.quota import node as qn
 from kueued.quota.node import FR, QuotaNode
-from actors.drains import held_back
 from kueued.scheduling.cycle import namespace_labels, namespace_matches
 from kueued.scheduling.explain import blocking_node
 from kueued.scheduling.flavors import flavor_mismatch
