@@ -37,7 +37,9 @@ def simulate(args: argparse.Namespace) -> int:
         return 2
     if args.plot is not None:
         _need_matplotlib()
+    from kueued.ops.commands import with_config
     manifests, problems = _read(args.files)
+    manifests = with_config(manifests, args.config)
     if args.generator is not None or is_timed(manifests) or args.plot is not None or args.clock == "real":
         _simulate_timed(args, manifests, problems)
         return 1 if problems else 0

@@ -24,12 +24,30 @@ from kueued.manifests import read_manifests
 from kueued.simulate import Report
 from kueued.world import World
 
-__all__ = ["add_parsers", "add_simulate_flags", "is_ops", "run"]
+__all__ = ["add_parsers", "add_simulate_flags", "is_ops", "run", "with_config"]
 
 Runner = Callable[[World], Report]
 
 
+def _config_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="the daemon's TOML settings (`kueued run --config`): its scheduling sections (fair "
+                        "sharing, admission fair sharing, feature gates, resources, elastic quota) apply here as "
+                        "they do in the daemon; without it, Kueue's defaults (and any Configuration among FILES)")
+
+
+def with_config(manifests: list[dict[str, Any]], config: Path | None) -> list[dict[str, Any]]:
+    """``manifests`` after the Kueue Configuration the daemon's config file stands for (first, so a
+    Configuration among the manifests still has the last word, as one applied after it would)."""
+    if config is None:
+        return manifests
+    from kueued.config import configuration_manifest, load
+    settings = configuration_manifest(load(config))
+    return manifests if settings is None else [settings, *manifests]
+
+
 def _cluster_flags(p: argparse.ArgumentParser) -> None:
+    _config_flag(p)
     p.add_argument("--kubeconfig", type=Path,
                    help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
     p.add_argument("--context", help="kubeconfig context (default: its current one)")
@@ -88,7 +106,8 @@ def _files(files: list[Path]) -> tuple[list[dict[str, Any]], bool]:
 
 def _live(args: argparse.Namespace) -> list[dict[str, Any]]:
     from kueued.ops.cluster_read import snapshot
-    return snapshot(args.kubeconfig, context=args.context, insecure_skip_tls_verify=args.insecure_skip_tls_verify)
+    return with_config(snapshot(args.kubeconfig, context=args.context,
+                                insecure_skip_tls_verify=args.insecure_skip_tls_verify), args.config)
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -102,7 +121,7 @@ def _status(args: argparse.Namespace, runner: Runner) -> int:
     bad = False
     if args.files:
         manifests, bad = _files(args.files)
-        report = status_from_files(manifests, runner=runner)
+        report = status_from_files(with_config(manifests, args.config), runner=runner)
     else:
         report = status_of_world(world_of(_live(args)), source=_source(args))
     if args.output == "json":
@@ -123,7 +142,7 @@ def _explain(args: argparse.Namespace, runner: Runner) -> int:
     bad = False
     if args.files:
         manifests, bad = _files(args.files)
-        world, report = run_world(manifests, runner=runner)
+        world, report = run_world(with_config(manifests, args.config), runner=runner)
         seen = report.workloads.get(key)
         explanation = explain_workload(world, settle(world), key, reason=seen.reason if seen else None)
     else:

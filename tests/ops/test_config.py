@@ -154,3 +154,37 @@ def test_object_retention_becomes_kueue_s_policy() -> None:
     world.apply(manifest)
     assert (world.settings.retain_finished, world.settings.retain_deactivated) == (3600.0, 0.0)
     assert World().settings.retain_finished is None  # by default everything is kept
+
+
+def _borrowers(tmp_path: Path) -> Path:
+    """b1 (older) asks all of cq-c's 4 cpu, a1 (2 cpu) half: both would borrow.  Classically b1 goes
+    first and a borrowing queue reclaims nothing, so a1 waits; with fair sharing a1's queue, whose
+    share stays the lower, gets the quota (ordered first, or preempting b1: LessThanInitialShare)."""
+    from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
+    docs = [namespace("ns"), flavor("default"),
+            cluster_queue("cq-a", quotas("default", cpu="0"), cohort="co", preemption={"reclaimWithinCohort": "Any"}),
+            cluster_queue("cq-b", quotas("default", cpu="0"), cohort="co"),
+            cluster_queue("cq-c", quotas("default", cpu="4"), cohort="co"),
+            local_queue("a", "ns", "cq-a"), local_queue("b", "ns", "cq-b"),
+            workload("b1", "ns", "b", created=0, cpu="4"), workload("a1", "ns", "a", created=2, cpu="2")]
+    path = tmp_path / "borrowers.yaml"
+    path.write_text("---\n".join(msgspec.json.encode(d).decode() + "\n" for d in docs))
+    return path
+
+
+@pytest.mark.parametrize("command", ["simulate", "status"])
+def test_the_operator_commands_read_the_daemon_s_config_file(tmp_path: Path, capsys, command: str) -> None:
+    files = str(_borrowers(tmp_path))
+    toml = tmp_path / "kueued.toml"
+    toml.write_text("[fair_sharing]\nenabled = true\n")
+    outcomes = []
+    for extra in ([], ["--config", str(toml)]):
+        assert main([command, files, "-o", "json", *extra]) == 0
+        out = msgspec.json.decode(capsys.readouterr().out)
+        if command == "simulate":
+            outcomes.append(out["workloads"]["ns/a1"]["state"])
+        else:
+            outcomes.append(sorted(n for n, node in out["nodes"].items() if node["admitted"]))
+    assert outcomes[0] != outcomes[1]  # fair sharing, as the daemon would run it, decides otherwise
+    assert outcomes == (["pending", "admitted"] if command == "simulate" else
+                        [["ClusterQueue/cq-b", "Cohort/co"], ["ClusterQueue/cq-a", "Cohort/co"]])
