@@ -122,7 +122,8 @@ class ClusterQueueActor(NodeActor):
                 return self._admit(msg)
             case Revert(key=key):
                 wl = self._unhold(key)
-                assert wl is not None
+                if wl is None:  # it left meanwhile (a commit refused after its finish)
+                    return None
                 self.release(key, wl.usage)
                 wl.release()
                 self.queue.push(wl)

@@ -16,8 +16,10 @@ waited 4 s on average on Kueue's large-scale config through the API server; with
 few enough not to flood the API server's inflight limits (commit p99 0.6 s there)."""
 
 
-async def commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]]) -> list[bool]:
+async def commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]], *,
+                     limiter: anyio.CapacityLimiter | None = None) -> list[bool]:
     """Run the round's commits concurrently, at most COMMITS_IN_FLIGHT at a time; results in order.
+    ``limiter``: one shared with other batches in flight (``actors.pipeline``), else the batch's own.
 
     A port that answers without waiting (``instant``, the in-memory one) gains nothing from
     tasks: its commits run one after another, in exactly the order the round decided them.
@@ -25,10 +27,10 @@ async def commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]]) 
     if len(calls) <= 1 or getattr(port, "instant", False):
         return [await call() for call in calls]
     results = [False] * len(calls)
-    limiter = anyio.CapacityLimiter(COMMITS_IN_FLIGHT)
+    bound = limiter if limiter is not None else anyio.CapacityLimiter(COMMITS_IN_FLIGHT)
 
     async def one(i: int) -> None:
-        async with limiter:
+        async with bound:
             results[i] = await calls[i]()
 
     async with anyio.create_task_group() as tg:

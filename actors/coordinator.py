@@ -18,8 +18,9 @@ metrics, reasons, the policies that weigh what a LocalQueue holds); a spec's sta
 admission is read once, when a queue first takes that version.
 
 Everything a round starts is an ask it awaits, a tell or deferred tell ahead of the next
-ask to the same actor, or a release climbing ahead of the next level-by-level read, so
-nothing a reader could miss is in flight when quiescence is detected.
+ask to the same actor, a release climbing ahead of the next level-by-level read, or an
+admission being written (:mod:`actors.pipeline`), which every run waits for before it ends,
+so nothing a reader could miss is in flight when quiescence is detected.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from actors.messages import (
     RequeueParked,
 )
 from actors.node import NodeActor, within_quota
+from actors.pipeline import Pipeline
 from actors.rounds import FOLD_LIMIT, Rounds
 from actors.runtime import ActorStopped
 from actors.versions import Versions
@@ -70,7 +72,7 @@ ATTEMPTS_KEPT = 10_000
 """Admission attempts kept until the metrics read them (bounded: nothing may read them at all)."""
 
 
-class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
+class Coordinator(Rounds, Pipeline, Versions, Drains, Deadlines, Recording, Balances):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
                  iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
@@ -117,6 +119,7 @@ class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
         self._left: dict[str, Left] = {}  # pending workloads taken out of their queue, until placed again
         self._deadlines: dict[str, tuple[float, float]] = {}  # admitted -> (out of time at, admitted at)
         self._past: dict[str, int] = {}  # workload -> seconds its earlier admissions ran (actors.deadlines)
+        self._init_pipeline()
 
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
@@ -127,12 +130,15 @@ class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
         await self.drain_cohorts()
         self._depths.clear()
         self.forest = forest_of(self.world)
+        self.usage_ordered = False
         for name, cq in self.forest.cluster_queues.items():
             if name not in self.cluster_queues:
                 fresh = ClusterQueueActor(name, strict=_strict(cq))
                 await tg.start(fresh.run)
                 self.cluster_queues[name] = fresh
-            self.cluster_queues[name].order_by(queue_order_hook(self, cq, afs=self.afs))
+            hook = queue_order_hook(self, cq, afs=self.afs)
+            self.usage_ordered = self.usage_ordered or hook is not None
+            self.cluster_queues[name].order_by(hook)
         for name in self.forest.cohorts:
             if name not in self.cohorts:
                 actor_c = CohortActor(name)
@@ -378,13 +384,16 @@ class Coordinator(Rounds, Versions, Drains, Deadlines, Recording, Balances):
         start = self.rounds
         self.quiescent = False
         while self.rounds - start < max_rounds:
-            if not await self.round():
+            # a round that changed nothing is the last unless a write still in flight is refused
+            if not await self.round() and not await self.settle_commits(wait=True):
                 self.quiescent = True
                 break
             if until is not None and until():
                 break
             if self.stop_on_refusal and self.refused_in_round:
                 break
+        if await self.settle_commits(wait=True):  # nothing in flight between runs (actors.pipeline)
+            self.quiescent = False
         return self.rounds - start
 
     def stop(self) -> None:

@@ -18,8 +18,9 @@ other half keeps the topology and places workloads).  A round:
 5. evictions first (API port, then ``Evict`` to the victims' ClusterQueue actors, which
    release the quota up the tree and requeue them); then admissions (``Admit`` reserves up
    the tree; a grant is committed through the port, a failed commit is ``Revert``-ed; a
-   denial requeues); each batch is asked at once and read in order; then every other head
-   is ``Requeue``-d by its queue's rules (deferred: it rides on the next message to that
+   denial requeues); each batch is asked at once and read in order; on the API server the
+   grants are written while the next rounds run (:mod:`actors.pipeline`); then every other
+   head is ``Requeue``-d by its queue's rules (deferred: it rides on the next message to that
    actor, usually the next round's ``Nominate``).
 
 Evictions are two-phase where there is something to wait for: the port's ``evict`` returns
@@ -43,10 +44,10 @@ import structlog
 
 from actors.cluster_queue import ClusterQueueActor
 from actors.commits import commit_all
-from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim, Released, Requeue, Revert, Unpark
+from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim, Released, Requeue, Unpark
 from actors.reclaim import ask_all, query_for
 from kueued.kube.port import ApiPort
-from kueued.scheduling.cycle import CycleResult, run_cycle
+from kueued.scheduling.cycle import CycleResult, Entry, run_cycle
 from kueued.scheduling.fairsharing import gates
 from kueued.scheduling.flavors import Assignment
 from kueued.scheduling.queues import RequeueReason, parks
@@ -98,6 +99,10 @@ class Rounds:
         refused_in_round: bool
         admissions: int
         attempts: deque[tuple[bool, float]]
+        commits_in_flight: bool
+
+        async def settle_commits(self, *, wait: bool) -> bool: ...
+        async def _commit(self, granted: list[tuple[Entry, Placement]], now: float) -> None: ...
 
         async def _settle_finishes(self) -> None: ...
         async def reap_terminated(self) -> None: ...
@@ -122,6 +127,7 @@ class Rounds:
         self.rounds += 1
         self.refused_in_round = False
         started, admitted_before = time.perf_counter(), self.admissions
+        await self.settle_commits(wait=False)  # the last rounds' writes that landed (actors.pipeline)
         await self._settle_finishes()
         await self._settle_evictions()
         expired = await self.expire()  # a maximum execution time run out: deactivated, drained below
@@ -143,7 +149,8 @@ class Rounds:
         parks = self._requeue_rest(result, settled, touched, evicted)
         if heads:  # Kueue's admission attempt: a cycle with heads to judge, and whether one was admitted
             self.attempts.append((self.admissions > admitted_before, time.perf_counter() - started))
-        return parks or parked or committed or tried or drained or expired
+        # a write refused since the last round (actors.pipeline) gave its quota back: that is a change too
+        return parks or parked or committed or tried or drained or expired or self.refused_in_round
 
     async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
         """Every ClusterQueue is asked at once, then the answers are read in order: one trip
@@ -206,7 +213,12 @@ class Rounds:
         (a later round's :meth:`_settle_evictions` releases it then).  Returns the ClusterQueues
         whose victims left (their trees' Cohorts drained of the releases), whether any
         eviction was tried (one the API refused is tried again next round), and each preemptor's
-        victims whose eviction is committed (its queue records them with its requeue)."""
+        victims whose eviction is committed (its queue records them with its requeue).
+
+        A victim may be a workload whose admission is still being written: the writes in flight
+        land first, and a victim whose admission was refused holds nothing any more (dropped)."""
+        if result.evictions and self.commits_in_flight:
+            await self.settle_commits(wait=True)
         wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
                   if target.workload.cluster_queue is not None]
         evicted: dict[str, set[str]] = {}  # preemptor -> its victims whose eviction is committed
@@ -285,8 +297,8 @@ class Rounds:
         set of reservations that fits together is granted in any order (each node's check is
         an upper bound on usage, and what a node charges its parent sums to the same whatever
         the order), so this decides as one ask at a time would.  Returns the ids of the entries
-        settled here (admitted, or refused by the API server: reverted, so back in their queue
-        already) and whether any commit was attempted."""
+        granted (held by their queue: committed, reverted, or being written) and whether any
+        commit was attempted."""
         now = self.now()
         reserving = []
         for e in result.admitted:
@@ -303,28 +315,9 @@ class Rounds:
                              f"{answer.used} + request, above {answer.allowed}")
                 continue
             granted.append((e, placement))
-        admit = self.port.admit
-        committed = await commit_all(self.port, [
-            partial(admit, e.wl.key, cluster_queue=e.cq, flavors=placement.flavors, usage=placement.usage,
-                    **({"counts": placement.counts} if placement.counts is not None else {}))
-            for e, placement in granted])
-        settled: set[int] = set()
-        for (e, placement), ok in zip(granted, committed, strict=True):
-            settled.add(id(e))
-            if not ok:
-                self.refused_in_round = True
-                await self.cluster_queues[e.cq].ask(Revert(e.wl.key))  # back in its queue
-                self.reasons[e.wl.key] = ("the API server refused the admission; retrying"
-                                          if getattr(self.port, "leading", True)
-                                          else "this process follows: the leader admits it")
-                continue
-            self.reasons.pop(e.wl.key, None)
-            self.admissions += 1
-            self.world.placed[e.wl.key] = placement  # the one its queue holds
-            self._watch_deadline(e.wl.key, placement)
-            self.afs.record_admission(e)  # KEP-4136 entry penalty, only once committed
-            self._record_admission(e.wl, e.cq, now)
-            log.info("workload_admitted", workload=e.wl.key, cluster_queue=e.cq)
+        if granted:
+            await self._commit(granted, now)  # here, or in a task settled next round (actors.pipeline)
+        settled = {id(e) for e, _ in granted}
         return settled, bool(granted)
 
     def _requeue_rest(self, result: CycleResult, settled: set[int], touched: set[str],

@@ -109,6 +109,7 @@ class KubePort:
     """Commits through the API server; ``manifest_of(key)`` is the Workload manifest decided on."""
 
     echoes = True  # the watch brings every write back
+    pipelined = True  # a round need not wait for its admissions' writes (actors.pipeline)
 
     def __init__(self, client: StatusClient, *, manifest_of: Callable[[str], dict[str, Any] | None],
                  requests_of: Callable[[str], list[tuple[str, int, dict[str, int]]] | None],

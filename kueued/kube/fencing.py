@@ -77,6 +77,11 @@ class FencedPort:
         self._open: bool | None = None          # as last logged
 
     @property
+    def pipelined(self) -> bool:
+        """Whether the port behind lets rounds run while admissions are written (``actors.pipeline``)."""
+        return bool(getattr(self.port, "pipelined", False))
+
+    @property
     def leading(self) -> bool:
         """Is the fence open (this process leads) now?"""
         return self.fence.remaining() > 0

@@ -31,7 +31,10 @@ messages one at a time, in the order they were sent):
   requeues are still riding when the next change arrives;
 * a "slow" port (``instant`` False) completes each commit after a random number of event-loop
   checkpoints, so a round's concurrent admissions and evictions complete in a shuffled order
-  (and the refusals fall on whichever commit completes first).
+  (and the refusals fall on whichever commit completes first);
+* a slow port may also be ``pipelined`` (``actors.pipeline``, as the API server's is): a round's
+  admissions are written while the next rounds run, settled (or reverted) at a later round's
+  start or before its evictions, and every ``run_to_quiescence`` ends with none in flight.
 
 Invariants, checked after every step on the actors' own state (every actor drained first, the
 Cohorts deepest first, so nothing sent is unhandled; the coordinator is not asked to assemble,
@@ -126,6 +129,7 @@ class FaultyPort(InMemoryPort):
         self.refuse_admits = 0
         self.conflict_evicts = 0
         self.rng: random.Random | None = None
+        self.pipelined = False
         self.history: list[tuple[str, str, str, bool]] = []
 
     @property
@@ -449,10 +453,13 @@ class EngineMachine(RuleBasedStateMachine):
     def conflict_evictions(self, n: int) -> None:
         self.port.conflict_evicts = n
 
-    @rule(seed=st.one_of(st.none(), st.integers(0, 2**16)))
-    def port_speed(self, seed: int | None) -> None:
-        """``None``: commits complete at once, in order; a seed: concurrently, in a shuffled order."""
+    @rule(seed=st.one_of(st.none(), st.integers(0, 2**16)), pipelined=st.booleans())
+    def port_speed(self, seed: int | None, pipelined: bool) -> None:
+        """``None``: commits complete at once, in order; a seed: concurrently, in a shuffled order,
+        and (``pipelined``) while the next rounds run."""
         self.port.rng = None if seed is None else random.Random(seed)
+        self.port.pipelined = seed is not None and pipelined
+        TALLY["pipelined ports"] += self.port.pipelined
 
     # --- rounds -----------------------------------------------------------------------------------
     @rule(rounds=st.integers(1, 4))
