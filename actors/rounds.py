@@ -98,6 +98,7 @@ class Rounds:
         refused_in_round: bool
         admissions: int
         attempts: deque[tuple[bool, float]]
+        preemption_skips: deque[dict[str, int]]
 
         async def _settle_finishes(self) -> None: ...
         async def reap_terminated(self) -> None: ...
@@ -143,6 +144,8 @@ class Rounds:
         parks = self._requeue_rest(result, settled, touched, evicted)
         if heads:  # Kueue's admission attempt: a cycle with heads to judge, and whether one was admitted
             self.attempts.append((self.admissions > admitted_before, time.perf_counter() - started))
+        if result.preemption_skips:
+            self.preemption_skips.append(result.preemption_skips)
         return parks or parked or committed or tried or drained or expired
 
     async def _nominate(self) -> tuple[Snapshot, list[tuple[str, Nomination]]]:
