@@ -95,6 +95,7 @@ class Coordinator(Rounds, Pipeline, Versions, Drains, Deadlines, Recording, Bala
         self.refused_in_round = False
         self.admissions = 0  # committed by this process
         self.attempts: deque[tuple[bool, float]] = deque(maxlen=ATTEMPTS_KEPT)  # (admitted one, seconds): metrics
+        self.preemption_skips: deque[dict[str, int]] = deque(maxlen=ATTEMPTS_KEPT)  # per cycle that had any
         self.final: Snapshot | None = None
         self.clock: Callable[[], float] | None = None  # epoch seconds; a timeline's clock when set
         self.verdicts = Verdicts()

@@ -79,11 +79,12 @@ class Gauges:
 
 def observe_counters(metrics: Metrics, port: ApiPort, rounds: int, coord: Coordinator | None = None) -> None:
     """After a pass that ran rounds: the rounds' and commits' counters, the commits' timings, the
-    admission attempts."""
+    admission attempts and the cycles' preemption skips."""
     metrics.rounds.inc(rounds)
     if coord is not None:
-        attempts = coord.attempts
+        attempts, skips = coord.attempts, coord.preemption_skips
         metrics.observe_attempts([attempts.popleft() for _ in range(len(attempts))])
+        metrics.observe_preemption_skips([skips.popleft() for _ in range(len(skips))])
     metrics.observe_commits(getattr(port, "counts", {}))
     timings = getattr(port, "timings", None)  # KubePort's; an in-memory commit takes no time worth a metric
     if timings:

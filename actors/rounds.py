@@ -99,6 +99,7 @@ class Rounds:
         refused_in_round: bool
         admissions: int
         attempts: deque[tuple[bool, float]]
+        preemption_skips: deque[dict[str, int]]
         commits_in_flight: bool
 
         async def settle_commits(self, *, wait: bool) -> bool: ...
@@ -149,6 +150,8 @@ class Rounds:
         parks = self._requeue_rest(result, settled, touched, evicted)
         if heads:  # Kueue's admission attempt: a cycle with heads to judge, and whether one was admitted
             self.attempts.append((self.admissions > admitted_before, time.perf_counter() - started))
+        if result.preemption_skips:
+            self.preemption_skips.append(result.preemption_skips)
         # a write refused since the last round (actors.pipeline) gave its quota back: that is a change too
         return parks or parked or committed or tried or drained or expired or self.refused_in_round
 

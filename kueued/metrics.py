@@ -14,16 +14,23 @@ Where the numbers come from, all read between scheduling passes, never during a 
   after each pass, so only what reached the API counts.  kueued has no admission checks, so a
   quota reservation is an admission: ``kueue_quota_reserved_workloads_total`` and
   ``kueue_admitted_workloads_total`` move together, as ``reserving`` and ``admitted`` active
-  workloads and ``resource_reservation`` and ``resource_usage`` do.  Every eviction kueued
-  writes is a preemption (``Evicted`` reason ``Preempted``), Kueue's ``reason`` label; the
-  preemption's own reason (``InClusterQueue``, ...) labels ``kueue_preempted_workloads_total``.
+  workloads, ``resource_reservation`` and ``resource_usage``, and the two wait-time histograms do.
+  Every eviction kueued writes is a preemption (``Evicted`` reason ``Preempted``), Kueue's
+  ``reason`` label; the preemption's own reason (``InClusterQueue``, ...) labels
+  ``kueue_preempted_workloads_total``.  A workload's first eviction with a given (reason, cause)
+  is also counted as ``evict_once`` (``kueue_evicted_workloads_once_total``; on a cluster, from
+  its ``status.schedulingStats``).
 - **Per-decision numbers** the port cannot know (the preemptor's ClusterQueue, how long an
   admitted workload waited since its creation) from :class:`DecisionRecorder`, which the
   daemon puts in front of the coordinator's Event recorder: the coordinator calls it for
   every committed admission and preemption, with a cluster or without.
+- **Per-cycle numbers** the coordinator keeps until read: admission attempts and, per cycle that
+  had any, the preemptors skipped because another entry took their victims (Kueue's
+  ``skippedPreemptions``; as in Kueue only those queues are set, so a queue shows its last such cycle).
 - **Gauges** from each ClusterQueue actor's statistics record (``Sample``), the quota forest
   (limits per (flavor, resource), whether a queue is active) and the World (a ClusterQueue
   with a ``deletionTimestamp`` is ``terminating``).
+- ``kueue_build_info`` once, from the package metadata (:func:`build_labels`).
 - **kueued's own** from the port's ``timings`` (each admit/evict call, drained), the
   cluster source's per-kind ``restarts`` and ``relists``, the actors' mailboxes, the
   coordinators' round counts, and ``Health.leader``.
@@ -36,12 +43,16 @@ again starts from zero, which Prometheus reads as a counter reset.
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
+import platform
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from kueued.kube.port import EVICTED_ONCE
 from kueued.kube.workload_state import deactivation_cause
 
 if TYPE_CHECKING:
@@ -70,6 +81,23 @@ def _eviction_labels(reason: str) -> tuple[str, str]:
 
 
 CQ_STATUSES = ("pending", "active", "terminating")
+
+BUILD_LABELS = ("git_version", "git_commit", "build_date", "go_version", "compiler", "platform")
+"""Kueue's ``kueue_build_info`` labels (``version.Get()``)."""
+
+
+def build_labels() -> dict[str, str]:
+    """What kueued can say for each of Kueue's build labels: its version from the package metadata
+    (``v`` first, as Kueue's git tags), the interpreter as ``compiler`` and ``os/arch`` as Go spells
+    it; no git commit, build date or Go version is recorded in a Python package, so those are empty."""
+    try:
+        version = "v" + importlib.metadata.version("kueued")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        version = ""
+    machine = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    return {"git_version": version, "git_commit": "", "build_date": "", "go_version": "",
+            "compiler": f"{platform.python_implementation()} {platform.python_version()}",
+            "platform": f"{sys.platform}/{machine}"}
 
 
 class QueueSample:
@@ -149,11 +177,19 @@ class Metrics:
         self.admission_wait = _Series(Histogram(
             "kueue_admission_wait_time_seconds", "The time between a workload was created until admission, "
             "per 'cluster_queue'", cq, buckets=WAIT_BUCKETS, registry=r))
+        self.quota_reserved_wait = _Series(Histogram(
+            "kueue_quota_reserved_wait_time_seconds", "The time between a workload was created or requeued "
+            "until it got quota reservation, per 'cluster_queue'", cq, buckets=WAIT_BUCKETS, registry=r))
         self.evicted = _Series(Counter(
             "kueue_evicted_workloads", "The number of evicted workloads per 'cluster_queue', 'reason' "
             "(Preempted: to make room for another workload) and 'underlying_cause' (why a workload was "
             "deactivated, e.g. MaximumExecutionTimeExceeded)", ["cluster_queue", "reason", "underlying_cause"],
             registry=r))
+        self.evicted_once = _Series(Counter(
+            "kueue_evicted_workloads_once_total", "The number of unique workload evictions per 'cluster_queue', "
+            "'reason' and 'underlying_cause' (as kueue_evicted_workloads_total): a workload counts once per "
+            "(reason, underlying_cause), its first such eviction (status.schedulingStats.evictions)",
+            ["cluster_queue", "reason", "underlying_cause"], registry=r))
         self.preempted = _Series(Counter(
             "kueue_preempted_workloads", "The number of preempted workloads per 'preempting_cluster_queue' and "
             "'reason' (InClusterQueue, InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing)",
@@ -164,6 +200,10 @@ class Metrics:
         self.reserving_active = _Series(Gauge(
             "kueue_reserving_active_workloads", "The number of Workloads that are reserving quota, "
             "per 'cluster_queue'", cq, registry=r))
+        self.preemption_skips = _Series(Gauge(
+            "kueue_admission_cycle_preemption_skips", "The number of Workloads in the ClusterQueue that got "
+            "preemption candidates but had to be skipped because other ClusterQueues needed the same resources "
+            "in the same cycle (the last cycle that skipped any of its Workloads)", cq, registry=r))
 
     def _add_quota_families(self, r: CollectorRegistry) -> None:
         """Kueue's names: each ClusterQueue's usage, reservation, quota and limits per flavor, and its status."""
@@ -220,6 +260,11 @@ class Metrics:
         self.attempt_duration = Histogram(
             "kueue_admission_attempt_duration_seconds", "The latency of an admission attempt (a scheduling "
             "cycle), per 'result'", ["result"], registry=r)
+        self.build_info = Gauge(
+            "kueue_build_info", "Kueue build information. 1 labeled by git version, git commit, build date, go "
+            "version, compiler, platform (kueued: its package version, the Python that runs it, the platform; "
+            "empty where a Python package has no such fact)", list(BUILD_LABELS), registry=r)
+        self.build_info.labels(*build_labels().values()).set(1)
 
     # --- gauges --------------------------------------------------------------------------------------
     def observe_queues(self, samples: Iterable[QueueSample], tree: Mapping[str, ClusterQueueSnapshot], *,
@@ -300,6 +345,8 @@ class Metrics:
                 self.quota_reserved.child(cluster_queue).inc(delta)
             elif kind == "evict":
                 self.evicted.child(cluster_queue, *_eviction_labels(_reason)).inc(delta)
+            elif kind == EVICTED_ONCE:
+                self.evicted_once.child(cluster_queue, *_eviction_labels(_reason)).inc(delta)
             self._seen[key] = total
 
     def observe_timings(self, timings: Iterable[tuple[str, float]]) -> None:
@@ -317,7 +364,16 @@ class Metrics:
                 self._watch_seen[(what, kind)] = max(total, seen)
 
     def admission(self, cluster_queue: str, waited: float) -> None:
+        """No admission checks: the quota reservation is the admission, both waited as long."""
+        self.quota_reserved_wait.child(cluster_queue).observe(max(0.0, waited))
         self.admission_wait.child(cluster_queue).observe(max(0.0, waited))
+
+    def observe_preemption_skips(self, cycles: Iterable[Mapping[str, int]]) -> None:
+        """Per cycle, the ClusterQueues whose preemptors were skipped and how many (Kueue's
+        ``reportSkippedPreemptions``: only those are set, so a queue shows its last such cycle)."""
+        for skips in cycles:
+            for cluster_queue, count in skips.items():
+                self.preemption_skips.child(cluster_queue).set(count)
 
     def preemption(self, preempting_cluster_queue: str, reason: str) -> None:
         self.preempted.child(preempting_cluster_queue, reason).inc()
@@ -325,7 +381,8 @@ class Metrics:
     def forget(self, names: Collection[str]) -> None:
         """Drop the counters' series of every queue not in ``names`` (ClusterQueues and ElasticQuotas
         that exist); the gauges follow ``observe_queues``."""
-        for series in (self.admitted, self.quota_reserved, self.admission_wait, self.evicted, self.preempted):
+        for series in (self.admitted, self.quota_reserved, self.admission_wait, self.quota_reserved_wait,
+                       self.evicted, self.evicted_once, self.preempted, self.preemption_skips):
             series.forget(lambda labels: labels[0] in names)
 
 

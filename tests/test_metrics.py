@@ -7,8 +7,10 @@ the values are checked against what happened.
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import os
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +29,7 @@ from actors.daemon import run_daemon
 from kueued.health import STALE_AFTER, Health, HealthServer, stale_after
 from kueued.kube.commits import KubePort
 from kueued.kube.port import InMemoryPort
-from kueued.metrics import WAIT_BUCKETS, DecisionRecorder, Metrics
+from kueued.metrics import WAIT_BUCKETS, DecisionRecorder, Metrics, build_labels
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -213,6 +215,101 @@ def test_a_gauge_shows_the_last_value_given_through_repeats_returns_and_removals
         _, s = scrape(metrics)
         for actor in ("ClusterQueue/a", "ClusterQueue/b"):
             assert value(s, "kueued_actor_mailbox_depth", actor=actor) == depths.get(actor)
+
+
+def test_two_reclaims_of_one_victim_skip_the_second_and_waits_read_as_kueue_names_them(tmp_path: Path) -> None:
+    """x1 borrows all of cq-b's and cq-c's quota; b1 and c1 come for it in one cycle.  b1 (older)
+    preempts x1; c1's only target is x1 too: Kueue skips it and counts the skip for cq-c."""
+    _write(tmp_path / "queues.yaml", [
+        namespace("ns"), flavor("default"),
+        cluster_queue("cq-x", quotas("default", cpu="0"), cohort="co"),
+        *(cluster_queue(name, quotas("default", cpu="2"), cohort="co", preemption={"reclaimWithinCohort": "Any"})
+          for name in ("cq-b", "cq-c")),
+        *(local_queue(f"lq-{q}", "ns", f"cq-{q}") for q in "xbc")])
+    _write(tmp_path / "x.yaml", [workload("x1", "ns", "lq-x", cpu="4")])
+    b1, c1 = workload("b1", "ns", "lq-b", cpu="2"), workload("c1", "ns", "lq-c", cpu="2")
+    b1["metadata"]["creationTimestamp"], c1["metadata"]["creationTimestamp"] = _stamp(100), _stamp(50)
+    metrics, port = Metrics(), InMemoryPort()
+
+    def between(n: int) -> None:
+        if n == 1:  # x1 runs on what cq-b and cq-c lend
+            _write(tmp_path / "bc.yaml", [b1, c1])
+
+    _run(tmp_path, metrics, settles=2, port=port, between=between)
+    assert [(c.kind, c.workload) for c in port.log] == [
+        ("admit", "ns/x1"), ("evict", "ns/x1"), ("admit", "ns/b1"), ("admit", "ns/c1")]
+    _, s = scrape(metrics)
+    assert value(s, "kueue_admission_cycle_preemption_skips", cluster_queue="cq-c") == 1
+    assert value(s, "kueue_admission_cycle_preemption_skips", cluster_queue="cq-b") is None  # never skipped
+    assert value(s, "kueue_preempted_workloads_total", preempting_cluster_queue="cq-b",
+                 reason="InCohortReclamation") == 1
+    # no admission checks: each reservation is its admission, waited as long (b1: 100 s, Kueue's buckets)
+    for name in ("kueue_quota_reserved_wait_time_seconds", "kueue_admission_wait_time_seconds"):
+        assert value(s, f"{name}_count", cluster_queue="cq-x") == 1
+        assert value(s, f"{name}_bucket", cluster_queue="cq-b", le="80.0") == 0
+        assert value(s, f"{name}_bucket", cluster_queue="cq-b", le="160.0") == 1
+        assert 50 <= (value(s, f"{name}_sum", cluster_queue="cq-c") or 0) < 80
+    assert value(s, "kueue_quota_reserved_wait_time_seconds_sum", cluster_queue="cq-b") == \
+        value(s, "kueue_admission_wait_time_seconds_sum", cluster_queue="cq-b")
+    assert value(s, "kueue_evicted_workloads_once_total", cluster_queue="cq-x", reason="Preempted",
+                 underlying_cause="") == 1
+
+
+def test_an_eviction_counts_once_per_workload_reason_and_cause() -> None:
+    """Kueue's ``workloadEvictionStateInc``: the first eviction of a workload with a (reason, underlying
+    cause) counts in ``kueue_evicted_workloads_once_total``, a repeat only in ``..._total``; a workload
+    deleted and made again starts over."""
+    port, metrics = InMemoryPort(), Metrics()
+
+    async def main() -> None:
+        for reason in ("InClusterQueue", "InCohortReclamation"):  # two preemptions: Evicted reason Preempted
+            await port.evict("ns/w", cluster_queue="cq", reason=reason, message="m")
+        await port.evict("ns/w", cluster_queue="cq", reason="ClusterQueueStopped", message="m", preempted=False)
+        await port.evict("ns/w", cluster_queue="cq", reason="DeactivatedDueToMaximumExecutionTimeExceeded",
+                         message="m", preempted=False)
+        await port.evict("ns/v", cluster_queue="cq", reason="InClusterQueue", message="m")
+        port.forget("ns/v")
+        await port.evict("ns/v", cluster_queue="cq", reason="InClusterQueue", message="m")
+
+    anyio.run(main)
+    metrics.observe_commits(port.counts)
+    _, s = scrape(metrics)
+    assert value(s, "kueue_evicted_workloads_total", cluster_queue="cq", reason="Preempted", underlying_cause="") == 4
+    assert value(s, "kueue_evicted_workloads_once_total", cluster_queue="cq", reason="Preempted",
+                 underlying_cause="") == 3  # w once, v twice (made again)
+    assert value(s, "kueue_evicted_workloads_once_total", cluster_queue="cq", reason="ClusterQueueStopped",
+                 underlying_cause="") == 1
+    assert value(s, "kueue_evicted_workloads_once_total", cluster_queue="cq", reason="Deactivated",
+                 underlying_cause="MaximumExecutionTimeExceeded") == 1
+    metrics.forget(set())
+    _, s = scrape(metrics)
+    assert not [key for key in s if key[0].startswith("kueue_evicted_workloads_once")]
+
+
+def test_the_kube_port_counts_an_eviction_once_from_the_workloads_scheduling_stats() -> None:
+    """On a cluster the count survives a restart: it is the Workload's ``status.schedulingStats``."""
+    seen = workload("w", "ns", "lq", cpu="1")
+    seen["status"] = {"schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}}
+    manifests = {"ns/w": seen, "ns/v": workload("v", "ns", "lq", cpu="1")}
+    port = KubePort(_Client([0.0]), manifest_of=manifests.get,
+                    requests_of=lambda key: [("main", 1, {"cpu": 1000})], clock=lambda: 0.0)
+
+    async def main() -> None:
+        for key in ("ns/w", "ns/v"):
+            assert await port.evict(key, cluster_queue="cq", reason="InClusterQueue", message="m")
+
+    anyio.run(main)
+    assert port.counts[("evict", "cq", "InClusterQueue")] == 2
+    assert port.counts[("evict_once", "cq", "InClusterQueue")] == 1  # v's first; w was evicted before
+
+
+def test_build_info_says_which_kueued_runs() -> None:
+    _, s = scrape(Metrics())
+    labels = build_labels()
+    assert labels["git_version"] == "v" + importlib.metadata.version("kueued")
+    assert labels["platform"].startswith(sys.platform + "/") and labels["compiler"].startswith("CPython")
+    assert value(s, "kueue_build_info", **labels) == 1
+    assert sum(v for (name, _), v in s.items() if name == "kueue_build_info") == 1
 
 
 def test_wait_buckets_are_kueues() -> None:

@@ -26,7 +26,8 @@ read Kueue's:
   Workload already shows (a restart) is not written again, unless a write to it was
   refused since (it may have landed: until one succeeds, what the Workload shows is unknown).
 - Every eviction counts in ``status.schedulingStats.evictions`` (by reason and underlying cause,
-  as Kueue's ``workloadEvictionStateInc``).
+  as Kueue's ``workloadEvictionStateInc``); the first of a kind is also counted as ``evict_once``
+  (``kueue_evicted_workloads_once_total``).
 - **Deactivation** of a workload out of time (``actors.deadlines``): the ``DeactivationTarget``
   condition, then ``spec.active: false``; an eviction's second phase adds the seconds the admission
   ran to ``accumulatedPastExecutionTimeSeconds``, as Kueue's ``SyncAdmittedCondition`` does.
@@ -189,18 +190,18 @@ class KubePort:
         # a deactivated workload's DeactivationTarget goes as it is evicted (Kueue's workload controller)
         drop = ("DeactivationTarget",) if reason.startswith("Deactivated") else ()
         body = self._status_body(manifest, conditions, conditional=True, drop=drop)
-        counted = evictions_counted(manifest, "Preempted" if preempted else reason)
+        counted, first = evictions_counted(manifest, "Preempted" if preempted else reason)
         body["status"]["schedulingStats"] = {"evictions": counted}
         if not await self._write(workload, body, what="evict", applied=partial(evicted_for, message)):
             return False
-        self._committed(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
+        self._committed(Committed("evict", workload, cluster_queue, f"{reason}: {message}"), first=first)
         self._evicting[workload] = message
         await self.finish_evictions([workload])  # no pods behind a bare Workload: phase two at once
         return True
 
-    def _committed(self, commit: Committed) -> None:
+    def _committed(self, commit: Committed, *, first: bool = False) -> None:
         self.log.append(commit)
-        count_commit(self.counts, commit)
+        count_commit(self.counts, commit, first=first)
 
     async def finish_evictions(self, workloads: list[str] | None = None) -> list[str]:
         """Clear the reservation of evicted workloads (phase two); the ones done."""

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import msgspec
 
 __all__ = ["ApiPort", "InMemoryPort", "NoStatus", "Recorder", "StatusPublisher", "Committed", "Condition",
-           "QuotaStatus", "count_commit"]
+           "QuotaStatus", "count_commit", "EVICTED_ONCE"]
 
 
 class Committed(msgspec.Struct, frozen=True):
@@ -175,9 +175,18 @@ class StatusPublisher(Protocol):
     def forget(self, key: str) -> None: ...
 
 
-def count_commit(counts: Counter, commit: Committed) -> None:
-    """Commits by (kind, ClusterQueue, reason): what metrics count, on every port."""
-    counts[(commit.kind, commit.cluster_queue, commit.detail.split(":", 1)[0])] += 1
+EVICTED_ONCE = "evict_once"
+"""The kind counted beside ``evict`` for a workload's first eviction with that reason and cause
+(Kueue's ``workloadEvictionStateInc`` answering true: ``kueue_evicted_workloads_once_total``)."""
+
+
+def count_commit(counts: Counter, commit: Committed, *, first: bool = False) -> None:
+    """Commits by (kind, ClusterQueue, reason): what metrics count, on every port.  ``first``: an
+    eviction that is the workload's first with its reason and cause, also counted as ``EVICTED_ONCE``."""
+    reason = commit.detail.split(":", 1)[0]
+    counts[(commit.kind, commit.cluster_queue, reason)] += 1
+    if first:
+        counts[(EVICTED_ONCE, commit.cluster_queue, reason)] += 1
 
 
 class InMemoryPort(NoStatus):
@@ -192,6 +201,8 @@ class InMemoryPort(NoStatus):
         self.counts: Counter = Counter()
         self.pending_reasons: dict[str, str] = {}
         self.refuse = refuse
+        # the Evicted reasons each workload was evicted for (its status.schedulingStats.evictions on a cluster)
+        self.evicted_for: dict[str, set[str]] = {}
 
     async def admit(self, workload: str, *, cluster_queue: str, flavors: dict[str, dict[str, str]],
                     usage: dict[tuple[str, str], int], counts: dict[str, int] | None = None) -> bool:
@@ -203,22 +214,27 @@ class InMemoryPort(NoStatus):
 
     async def evict(self, workload: str, *, cluster_queue: str, reason: str, message: str,
                     preempted: bool = True) -> bool:
-        self._commit(Committed("evict", workload, cluster_queue, f"{reason}: {message}"))
+        seen = self.evicted_for.setdefault(workload, set())
+        key = "Preempted" if preempted else reason
+        first = key not in seen
+        seen.add(key)
+        self._commit(Committed("evict", workload, cluster_queue, f"{reason}: {message}"), first=first)
         return True
 
     async def deactivate(self, workload: str, *, reason: str, message: str) -> bool:
         self._commit(Committed("deactivate", workload, "", f"{reason}: {message}"))
         return True
 
-    def _commit(self, commit: Committed) -> None:
+    def _commit(self, commit: Committed, *, first: bool = False) -> None:
         self.log.append(commit)
-        count_commit(self.counts, commit)
+        count_commit(self.counts, commit, first=first)
 
     def pending(self, workload: str, message: str) -> None:
         self.pending_reasons[workload] = message
 
     def forget(self, workload: str) -> None:
         self.pending_reasons.pop(workload, None)
+        self.evicted_for.pop(workload, None)
 
     async def annotate_quota(self, quota: str, *, namespace: str, annotations: dict[str, str]) -> bool:
         self.quota_status.append(QuotaStatus(quota, namespace, dict(annotations)))

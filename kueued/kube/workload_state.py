@@ -127,17 +127,19 @@ def accumulated(workload: dict[str, Any], now: float) -> int | None:
     return (held if isinstance(held, int) else 0) + int(max(0.0, now - began))
 
 
-def evictions_counted(workload: dict[str, Any], reason: str) -> list[dict[str, Any]]:
+def evictions_counted(workload: dict[str, Any], reason: str) -> tuple[list[dict[str, Any]], bool]:
     """``status.schedulingStats.evictions`` with one more eviction for ``reason`` (Kueue's
     ``workloadEvictionStateInc``): entries by (reason, underlyingCause); a deactivation with a cause
-    (``DeactivatedDueToX``) counts under reason ``Deactivated``, cause ``X``."""
+    (``DeactivatedDueToX``) counts under reason ``Deactivated``, cause ``X``.  Also whether this is
+    the first such eviction (the count was 0: Kueue then reports ``evicted_workloads_once_total``)."""
     base, cause = deactivation_cause(reason)
     stats = _dict(_dict(workload.get("status")).get("schedulingStats"))
     entries = [dict(e) for e in map(_dict, _list(stats.get("evictions"))) if e.get("reason")]
     for entry in entries:
         if (entry.get("reason"), entry.get("underlyingCause", "")) == (base, cause):
             count = entry.get("count")
-            entry["count"] = (count if isinstance(count, int) else 0) + 1
-            return entries
+            before = count if isinstance(count, int) else 0
+            entry["count"] = before + 1
+            return entries, before == 0
     entries.append({"reason": base, "count": 1, **({"underlyingCause": cause} if cause else {})})
-    return entries
+    return entries, True

@@ -85,7 +85,7 @@ async def test_the_leader_s_writes_go_through_and_its_counts_are_the_port_s() ->
     assert await _admit(port) is True
     assert await port.evict("ns/v", cluster_queue="cq", reason="InClusterQueue", message="m") is True
     assert [c.kind for c in port.log] == ["admit", "evict"]
-    assert port.counts is inner.counts and sum(port.counts.values()) == 2
+    assert port.counts is inner.counts and sum(port.counts.values()) == 3  # admit, evict, evict_once (its first)
     assert not port.refusals
 
 
