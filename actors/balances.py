@@ -2,8 +2,9 @@
 
 :class:`Balances` is the part of :class:`~actors.coordinator.Coordinator` (a mixin: every
 attribute is the Coordinator's) that reads what the actors own into a snapshot, keeps the
-Cohorts' last reports until something below them moves (:meth:`Balances._changed`), and
-waits for releases still climbing (:meth:`Balances.drain_cohorts`).
+Cohorts' last reports until something below them moves (:meth:`Balances._changed`), waits
+for releases still climbing (:meth:`Balances.drain_cohorts`), and marks the trees whose parked
+workloads go back to their heaps once quota comes back (:meth:`Balances._requeue_tree`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from actors.messages import NodeReport, Report
+from actors.messages import NodeReport, Report, RequeueParked
 from kueued.scheduling.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ class Balances:
         _cohort_usage: dict[str, dict]
         _depths: dict[str, int]
         _settle_finishes: Callable[[], Any]
-        _flush_requeues: Callable[[], None]
+        _stale_trees: dict[int, Any]
+        _idle: dict[str, dict]
 
     async def assemble(self) -> Snapshot:
         """The current balances as a snapshot, without taking heads (reports, final state)."""
@@ -105,3 +107,33 @@ class Balances:
         for level in self._deepest_first(self.cohorts if names is None else names):
             for name in level:
                 await self.cohorts[name].drain()
+
+    # --- trees whose parked workloads go back -------------------------------------------------
+    def _requeue_tree(self, cq_name: str) -> None:
+        """Every parked workload of this tree goes back to its heap before its queue next pops:
+        the request rides on the next ``Nominate`` (one message per queue however many
+        workloads finished), or is told by :meth:`_flush_requeues`."""
+        cq = self.forest.cluster_queues.get(cq_name)
+        if cq is None:  # deleted since: its tree, if any, was requeued by the topology change
+            return
+        root = cq.node.root()
+        self._stale_trees[id(root)] = root
+
+    def _take_requeues(self) -> set[str]:
+        """The queues of every tree marked by :meth:`_requeue_tree` since the last call."""
+        names: set[str] = set()
+        stack = list(self._stale_trees.values())
+        self._stale_trees.clear()
+        while stack:
+            node = stack.pop()
+            if not node.is_cohort:
+                names.add(node.name)
+            stack.extend(node.children)
+        return names
+
+    def _flush_requeues(self) -> None:
+        for name in self._take_requeues():
+            self._idle.pop(name, None)
+            actor = self.cluster_queues.get(name)
+            if actor is not None:
+                actor.tell(RequeueParked())

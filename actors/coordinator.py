@@ -344,35 +344,6 @@ class Coordinator(Rounds, Pipeline, Versions, Drains, Deadlines, Recording, Bala
                 self._changed(name)
                 self._requeue_tree(name)
 
-    def _requeue_tree(self, cq_name: str) -> None:
-        """Every parked workload of this tree goes back to its heap before its queue next pops:
-        the request rides on the next ``Nominate`` (one message per queue however many
-        workloads finished), or is told by :meth:`_flush_requeues`."""
-        cq = self.forest.cluster_queues.get(cq_name)
-        if cq is None:  # deleted since: its tree, if any, was requeued by the topology change
-            return
-        root = cq.node.root()
-        self._stale_trees[id(root)] = root
-
-    def _take_requeues(self) -> set[str]:
-        """The queues of every tree marked by :meth:`_requeue_tree` since the last call."""
-        names: set[str] = set()
-        stack = list(self._stale_trees.values())
-        self._stale_trees.clear()
-        while stack:
-            node = stack.pop()
-            if not node.is_cohort:
-                names.add(node.name)
-            stack.extend(node.children)
-        return names
-
-    def _flush_requeues(self) -> None:
-        for name in self._take_requeues():
-            self._idle.pop(name, None)
-            actor = self.cluster_queues.get(name)
-            if actor is not None:
-                actor.tell(RequeueParked())
-
     def now(self) -> float:
         return self.clock() if self.clock is not None else 4_000_000_000.0 + self.rounds
 

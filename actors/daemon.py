@@ -65,7 +65,8 @@ from kueued.engine.wiring import make_iterate, make_preemptor
 from kueued.health import Health, stale_after
 from kueued.kube.in_force import earlier_of
 from kueued.kube.port import ApiPort, StatusPublisher
-from kueued.metrics import DecisionRecorder, Metrics
+from kueued.metrics import Metrics
+from kueued.metrics_recorder import DecisionRecorder
 from kueued.model.api import object_key
 from kueued.model.koordinator import parents_first
 from kueued.notify import Notifier, sd_notify

@@ -21,7 +21,7 @@ Where the numbers come from, all read between scheduling passes, never during a 
   is also counted as ``evict_once`` (``kueue_evicted_workloads_once_total``; on a cluster, from
   its ``status.schedulingStats``).
 - **Per-decision numbers** the port cannot know (the preemptor's ClusterQueue, how long an
-  admitted workload waited since its creation) from :class:`DecisionRecorder`, which the
+  admitted workload waited since its creation) from :class:`~kueued.metrics_recorder.DecisionRecorder`, which the
   daemon puts in front of the coordinator's Event recorder: the coordinator calls it for
   every committed admission and preemption, with a cluster or without.
 - **Per-cycle numbers** the coordinator keeps until read: admission attempts and, per cycle that
@@ -56,10 +56,9 @@ from kueued.kube.port import EVICTED_ONCE
 from kueued.kube.workload_state import deactivation_cause
 
 if TYPE_CHECKING:
-    from kueued.kube.port import Recorder
     from kueued.scheduling.snapshot import ClusterQueueSnapshot
 
-__all__ = ["Metrics", "QueueSample", "DecisionRecorder", "WAIT_BUCKETS", "EVICTED_BY_PREEMPTION"]
+__all__ = ["Metrics", "QueueSample", "WAIT_BUCKETS", "EVICTED_BY_PREEMPTION", "build_labels"]
 
 WAIT_BUCKETS = (1.0, *(2.5 * 2 ** i for i in range(13)))
 """Kueue's ``generateExponentialBuckets(14)``: 1 s, then 2.5 s doubling up to about 2.8 hours."""
@@ -384,44 +383,3 @@ class Metrics:
         for series in (self.admitted, self.quota_reserved, self.admission_wait, self.quota_reserved_wait,
                        self.evicted, self.evicted_once, self.preempted, self.preemption_skips):
             series.forget(lambda labels: labels[0] in names)
-
-
-class DecisionRecorder:
-    """In front of the coordinator's :class:`~kueued.kube.port.Recorder` (Kubernetes Events on a
-    cluster, ``None`` offline): each committed admission's wait and each committed preemption
-    by the preemptor's ClusterQueue go to ``metrics``, and the call goes on to ``inner``.
-
-    ``cluster_queue_of(manifest)`` is the ClusterQueue a (pending) Workload queues in.
-    """
-
-    def __init__(self, metrics: Metrics, inner: Recorder | None, *,
-                 cluster_queue_of: Callable[[Mapping[str, Any]], str | None]) -> None:
-        self.metrics = metrics
-        self.inner = inner
-        self.cluster_queue_of = cluster_queue_of
-
-    def quota_reserved(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float) -> bool:
-        self.metrics.admission(cluster_queue, waited)
-        return self.inner is not None and self.inner.quota_reserved(workload, cluster_queue=cluster_queue,
-                                                                    waited=waited)
-
-    def admitted(self, workload: Mapping[str, Any], *, cluster_queue: str, waited: float = 0.0) -> bool:
-        return self.inner is not None and self.inner.admitted(workload, cluster_queue=cluster_queue, waited=waited)
-
-    def preempted(self, victim: Mapping[str, Any], *, preemptor: Mapping[str, Any], reason: str, message: str,
-                  cluster_queue: str, priorities: str) -> bool:
-        preempting = self.cluster_queue_of(preemptor)
-        if preempting is not None:
-            self.metrics.preemption(preempting, reason)
-        return self.inner is not None and self.inner.preempted(victim, preemptor=preemptor, reason=reason,
-                                                               message=message, cluster_queue=cluster_queue,
-                                                               priorities=priorities)
-
-    def evicted(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
-        return self.inner is not None and self.inner.evicted(workload, reason=reason, message=message)
-
-    def deactivating(self, workload: Mapping[str, Any], *, reason: str, message: str) -> bool:
-        return self.inner is not None and self.inner.deactivating(workload, reason=reason, message=message)
-
-    def pending(self, workload: Mapping[str, Any], message: str) -> bool:
-        return self.inner is not None and self.inner.pending(workload, message)

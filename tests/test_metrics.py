@@ -29,7 +29,8 @@ from actors.daemon import run_daemon
 from kueued.health import STALE_AFTER, Health, HealthServer, stale_after
 from kueued.kube.commits import KubePort
 from kueued.kube.port import InMemoryPort
-from kueued.metrics import WAIT_BUCKETS, DecisionRecorder, Metrics, build_labels
+from kueued.metrics import WAIT_BUCKETS, Metrics, build_labels
+from kueued.metrics_recorder import DecisionRecorder
 from tests.builders import cluster_queue, flavor, local_queue, namespace, quotas, workload
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
