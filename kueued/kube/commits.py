@@ -271,9 +271,11 @@ class KubePort:
         self._pending_doubt.discard(workload)
         self._evicting.pop(workload, None)
 
-    async def flush_pending(self) -> int:
+    async def flush_pending(self, *, busy: Callable[[], bool] | None = None) -> int:
         """Write the due pending conditions whose workload was not written within the interval
-        (at most ``WRITES_IN_FLIGHT`` at a time, ``PENDING_PER_FLUSH`` a call)."""
+        (``WRITES_IN_FLIGHT`` at a time, ``PENDING_PER_FLUSH`` a call).  ``busy()``, asked before each
+        batch after the first, stops the flush while changes wait (the rest stay due): a reason is
+        information, the finishes and arrivals behind it are quota and work."""
         now = self.clock()
         due: list[tuple[str, str, dict[str, Any]]] = []
         for workload, message in list(self._pending_due.items()):
@@ -290,30 +292,35 @@ class KubePort:
                 self._pending_written[workload] = (message, now)
                 continue
             due.append((workload, message, manifest))
-        written = 0
-        limiter = anyio.CapacityLimiter(WRITES_IN_FLIGHT)
+        written = [0]
 
         async def one(workload: str, message: str, manifest: dict[str, Any]) -> None:
-            nonlocal written
-            async with limiter:
-                condition = pending_condition(message)
-                # on the version decided on: built on a stale one, the patch's condition list would
-                # drop an admission made meanwhile (a new leader's first pass flipped Admitted off)
-                body = self._status_body(manifest, [condition, *restarted(manifest, condition)], conditional=True)
-                if condition.reason == PENDING and (requests := self._resource_requests(workload)) is not None:
-                    body["status"]["resourceRequests"] = requests  # as Kueue's scheduler propagates them
-                if await self._write(workload, body, what="pending"):
-                    self._pending_written[workload] = (message, now)
-                    self._pending_doubt.discard(workload)
-                    written += 1
-                else:  # still due (unless a newer reason came meanwhile): nobody will say it again
-                    self._pending_due.setdefault(workload, message)
-                    self._pending_doubt.add(workload)  # what it shows is unknown until a write succeeds
+            written[0] += await self._write_pending(workload, message, manifest, now)
 
-        async with anyio.create_task_group() as tg:
-            for item in due:
-                tg.start_soon(one, *item)
-        return written
+        for start in range(0, len(due), WRITES_IN_FLIGHT):
+            if start and busy is not None and busy():
+                for workload, message, _ in due[start:]:
+                    self._pending_due.setdefault(workload, message)
+                break
+            async with anyio.create_task_group() as tg:
+                for item in due[start:start + WRITES_IN_FLIGHT]:
+                    tg.start_soon(one, *item)
+        return written[0]
+
+    async def _write_pending(self, workload: str, message: str, manifest: dict[str, Any], now: float) -> bool:
+        condition = pending_condition(message)
+        # on the version decided on: built on a stale one, the patch's condition list would
+        # drop an admission made meanwhile (a new leader's first pass flipped Admitted off)
+        body = self._status_body(manifest, [condition, *restarted(manifest, condition)], conditional=True)
+        if condition.reason == PENDING and (requests := self._resource_requests(workload)) is not None:
+            body["status"]["resourceRequests"] = requests  # as Kueue's scheduler propagates them
+        if await self._write(workload, body, what="pending"):
+            self._pending_written[workload] = (message, now)
+            self._pending_doubt.discard(workload)
+            return True
+        self._pending_due.setdefault(workload, message)  # still due (unless a newer reason came meanwhile)
+        self._pending_doubt.add(workload)  # what it shows is unknown until a write succeeds
+        return False
 
     def _resource_requests(self, workload: str) -> list[dict[str, Any]] | None:
         """Kueue's ``status.resourceRequests`` of a pending workload: each pod set's requests for all

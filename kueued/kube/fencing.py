@@ -151,11 +151,11 @@ class FencedPort:
             return False
         return await self.port.set_quota_condition(quota, namespace=namespace, condition=condition)
 
-    async def flush_pending(self) -> int:
+    async def flush_pending(self, *, busy: Callable[[], bool] | None = None) -> int:
         if self._gate() <= 0:
             self.refusals["flush_pending"] += 1
             return 0  # kept due in the port behind: a new leader writes them
-        return await self.port.flush_pending()
+        return await self.port.flush_pending(busy=busy)
 
     async def finish_evictions(self) -> list[str]:
         if self._gate() <= 0:

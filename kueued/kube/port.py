@@ -96,7 +96,10 @@ class ApiPort(Protocol):
         """``workload`` is gone: drop whatever is kept for it."""
         ...
 
-    async def flush_pending(self) -> int: ...
+    async def flush_pending(self, *, busy: Callable[[], bool] | None = None) -> int:
+        """Write the due pending conditions; ``busy()``, asked between batches, stops early (the rest
+        stay due) while changes wait for the next scheduling pass."""
+        ...
 
     async def finish_evictions(self) -> list[str]:
         """Complete evictions whose second phase (the reservation cleared) is still to write."""
@@ -126,7 +129,7 @@ class NoStatus:
     def forget(self, workload: str) -> None:
         pass
 
-    async def flush_pending(self) -> int:
+    async def flush_pending(self, *, busy: Callable[[], bool] | None = None) -> int:
         return 0
 
     async def finish_evictions(self) -> list[str]:

@@ -158,6 +158,24 @@ async def test_a_burst_of_pending_reasons_goes_out_a_bounded_batch_a_flush() -> 
     assert sorted(name for _, name, _ in client.writes) == sorted(manifests)
 
 
+async def test_a_flush_stops_between_batches_once_changes_wait_and_keeps_the_rest_due() -> None:
+    """Reasons go WRITES_IN_FLIGHT at a time; once ``busy()`` says changes wait, the flush stops (the
+    first batch always goes, so reasons progress under a steady stream) and the rest go later."""
+    from kueued.kube.commits import WRITES_IN_FLIGHT
+    manifests = {f"ns/w{i}": {**_workload(), "metadata": {"name": f"w{i}", "namespace": "ns",
+                                                          "resourceVersion": "7", "generation": 1}}
+                 for i in range(WRITES_IN_FLIGHT * 3)}
+    client = FakeClient()
+    port = KubePort(client, manifest_of=manifests.get, requests_of=lambda key: [], pending_interval=10.0,
+                    clock=lambda: 0.0)
+    for key in manifests:
+        port.pending(key, "insufficient quota")
+    assert await port.flush_pending(busy=lambda: True) == WRITES_IN_FLIGHT
+    assert await port.flush_pending(busy=lambda: False) == WRITES_IN_FLIGHT * 2
+    assert await port.flush_pending() == 0
+    assert sorted(name for _, name, _ in client.writes) == sorted(manifests)  # each once
+
+
 def test_conditions_are_set_by_type_and_keep_their_transition_time_when_unchanged() -> None:
     current = [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": "t0"},
                {"type": "Other", "status": "True", "lastTransitionTime": "t0"}]

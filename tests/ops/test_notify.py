@@ -190,7 +190,7 @@ class WedgingPort(InMemoryPort):
         self.unwedge = anyio.Event()
         self.wedge = False
 
-    async def flush_pending(self) -> None:
+    async def flush_pending(self, *, busy=None) -> None:
         if self.wedge:
             self.wedged.set()
             await self.unwedge.wait()
