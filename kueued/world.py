@@ -367,6 +367,15 @@ class World:
             return base + boost, boost
         return base, 0
 
+    def queued(self, wl: WorkloadSpec) -> bool:
+        """Whether a workload waits in Kueue's queues, so counts as pending in a queue's status: not
+        admitted, active, not a Koordinator pod, and its LocalQueue not stopped (whose workloads are
+        out of Kueue's queues: counted nowhere)."""
+        if wl.key in self.placed or not wl.obj.spec.active or self.route(wl)[1] == "elastic":
+            return False
+        lq = self.local_queues.get(wl.local_queue)
+        return lq is None or lq.spec.stop_policy in ("", "None")
+
     def route(self, wl: WorkloadSpec | WorkloadInfo) -> tuple[str | None, str]:
         """The ClusterQueue a pending workload queues in, or why it has none."""
         labels = wl.obj.metadata.labels

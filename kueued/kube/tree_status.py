@@ -90,14 +90,9 @@ def tree_status(world: World, snapshot: Snapshot, *, consumed: ConsumedUsage | N
     cq_pending: dict[str, int] = {}
     lq_pending: dict[str, int] = {}
     for wl in world.workloads.values():
-        if wl.key in world.placed or not wl.obj.spec.active:  # Kueue queues no deactivated workload
+        if not world.queued(wl):  # admitted, deactivated, a Koordinator pod, or its LocalQueue stopped
             continue
-        routed, why = world.route(wl)
-        if why == "elastic":
-            continue
-        lq = world.local_queues.get(wl.local_queue)
-        if lq is not None and lq.spec.stop_policy not in ("", "None"):
-            continue  # a stopped LocalQueue's workloads are out of Kueue's queues: counted nowhere
+        routed, _ = world.route(wl)
         lq_pending[wl.local_queue] = lq_pending.get(wl.local_queue, 0) + 1
         if routed is not None:
             cq_pending[routed] = cq_pending.get(routed, 0) + 1

@@ -72,11 +72,12 @@ def settle(world: World) -> Snapshot:
 
 
 def pending_by_queue(world: World) -> dict[str, int]:
-    """Pending Workloads per ClusterQueue they are routed to (``World.route``; unrouted and
-    deactivated ones count nowhere, as Kueue queues neither)."""
+    """Pending Workloads per ClusterQueue they are routed to (``World.route``), counted as the daemon
+    writes them in queue status (``World.queued``: unrouted, deactivated and held ones count nowhere,
+    as Kueue queues none of them)."""
     out: dict[str, int] = {}
     for wl in world.workloads.values():
-        if wl.key not in world.placed and wl.obj.spec.active:
+        if world.queued(wl):
             routed, _ = world.route(wl)
             if routed is not None:
                 out[routed] = out.get(routed, 0) + 1

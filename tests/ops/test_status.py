@@ -97,3 +97,19 @@ def test_a_workload_routed_nowhere_is_listed_apart(tmp_path, capsys) -> None:
     assert main(["status", str(path), "-o", "json"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert body["unrouted"] == {"ns/lost": "LocalQueue nope doesn't exist in namespace ns"}
+
+
+def test_a_held_local_queue_s_workloads_are_pending_nowhere_as_in_the_status_the_daemon_writes() -> None:
+    from kueued.kube.tree_status import tree_status
+    held = local_queue("held", "ns", "cq")
+    held["spec"]["stopPolicy"] = "Hold"
+    manifests = [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="1")),
+                 local_queue("open", "ns", "cq"), held,
+                 workload("big", "ns", "open", created=0, cpu="2"), workload("waits", "ns", "held", created=1, cpu="1")]
+    world = World()
+    for m in manifests:
+        world.apply(m)
+    nodes = node_statuses(world, settle(world))
+    assert nodes["ClusterQueue/cq"].pending == 1  # big only: kueued status agrees with the written status
+    written = tree_status(world, settle(world))
+    assert written["ClusterQueue/cq"].fields["pendingWorkloads"] == 1
