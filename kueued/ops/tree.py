@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import msgspec
 
+from kueued.kube.tree_status import active_condition
 from kueued.model.quantity import UNLIMITED, format_milli
 from kueued.quota import node as qn
 from kueued.quota.node import FR, QuotaNode
-from kueued.scheduling.forest import build_forest
+from kueued.scheduling.forest import Edges, build_forest, edges_of
 from kueued.scheduling.policies import shares
-from kueued.scheduling.snapshot import Snapshot
+from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.world import World
 
@@ -84,10 +85,20 @@ def pending_by_queue(world: World) -> dict[str, int]:
     return out
 
 
+def _inactive(world: World, cq: ClusterQueueSnapshot, edges: Edges) -> str:
+    """Why a ClusterQueue admits nothing, in the words of the Active condition the daemon writes."""
+    obj = world.cluster_queues.get(cq.name)
+    if obj is None:
+        return cq.inactive_reason
+    message = active_condition(world, cq, obj, edges).message
+    return message.removeprefix("Can't admit new workloads: ").removesuffix(".") or cq.inactive_reason
+
+
 def node_statuses(world: World, snapshot: Snapshot) -> dict[str, NodeStatus]:
     """Every node keyed ``Kind/name``, roots first, depth first, Cohorts before ClusterQueues."""
     pending = pending_by_queue(world)
     lent = _lent(snapshot)
+    edges = edges_of(world.cluster_queues, world.cohorts)
     out: dict[str, NodeStatus] = {}
     stack = [(n, 0) for n in sorted((n for n in snapshot.nodes() if n.parent is None), key=_order, reverse=True)]
     while stack:
@@ -98,7 +109,7 @@ def node_statuses(world: World, snapshot: Snapshot) -> dict[str, NodeStatus]:
                             pending=sum(pending.get(leaf.name, 0) for leaf in leaves),
                             admitted=sum(len(snapshot.cluster_queues[leaf.name].workloads) for leaf in leaves))
         if not node.is_cohort and not snapshot.cluster_queues[node.name].active:
-            status.inactive = snapshot.cluster_queues[node.name].inactive_reason
+            status.inactive = _inactive(world, snapshot.cluster_queues[node.name], edges)
         quota, used = shares.owned(node), shares.consumption(node)
         for fr in sorted({*quota, *used, *node.limits}):
             status.resources.setdefault(fr[0], {})[fr[1]] = _amounts(

@@ -113,3 +113,13 @@ def test_a_held_local_queue_s_workloads_are_pending_nowhere_as_in_the_status_the
     assert nodes["ClusterQueue/cq"].pending == 1  # big only: kueued status agrees with the written status
     written = tree_status(world, settle(world))
     assert written["ClusterQueue/cq"].fields["pendingWorkloads"] == 1
+
+
+def test_an_inactive_queue_gives_every_cause_the_active_condition_gives() -> None:
+    stopped = cluster_queue("cq", quotas("nope", cpu="1"), quotas("nope2", cpu="1"))
+    stopped["spec"]["stopPolicy"] = "Hold"
+    world = World()
+    for m in [namespace("ns"), stopped]:
+        world.apply(m)
+    nodes = node_statuses(world, settle(world))
+    assert nodes["ClusterQueue/cq"].inactive == "is stopped, references missing ResourceFlavor(s): nope,nope2"
