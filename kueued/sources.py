@@ -36,6 +36,7 @@ import anyio
 
 from kueued.manifests import Problem, read_manifests
 from kueued.model.api import object_key
+from kueued.model.validation.kinds import kind_error
 
 __all__ = ["ManifestDirectory", "KIND_ORDER", "Source", "is_manifest_name"]
 
@@ -173,16 +174,29 @@ class ManifestDirectory:
             self._file_problems.pop(path, None)
 
     def _merged(self) -> dict[str, dict[str, Any]]:
-        """Every file's objects, by key; an object twice over is taken from the first file."""
+        """Every file's objects, by key; an object twice over is taken from the first file, unless
+        kueued cannot read that copy's kind and apiVersion (an old ``v1beta1`` file beside its
+        ``v1beta2`` rewrite) and can read a later one's: refused, the first would shadow the valid one."""
         merged: dict[str, dict[str, Any]] = {}
         first: dict[str, Path] = {}
         self._duplicates = []
         for path in sorted(self._files):
             for key, manifest in self._files[path].items():
                 if key in first:
+                    if _unreadable(merged[key]) and not _unreadable(manifest):
+                        self._duplicates.append(Problem(str(first[key]), f"{key} is also defined in {path}, "
+                                                        f"which is the one in force: {_unreadable(merged[key])}"))
+                        first[key], merged[key] = path, manifest
+                        continue
                     self._duplicates.append(Problem(str(path), f"{key} is also defined in {first[key]}, "
                                                                "which is the one in force"))
                     continue
                 first[key] = path
                 merged[key] = manifest
         return merged
+
+
+def _unreadable(manifest: dict[str, Any]) -> str:
+    """Why kueued cannot read this kind at this apiVersion, or ""."""
+    error = kind_error(manifest.get("kind"), manifest.get("apiVersion"))
+    return str(error) if error is not None else ""

@@ -69,6 +69,18 @@ def test_an_object_defined_twice_is_taken_from_the_first_file(tmp_path: Path) ->
     assert problem.source.endswith("b.yaml") and "also defined in" in problem.reason
 
 
+def test_a_copy_kueued_cannot_read_does_not_shadow_a_later_one_it_can(tmp_path: Path) -> None:
+    old = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
+    (tmp_path / "a-old.yaml").write_text(yaml.safe_dump(old))
+    (tmp_path / "b-new.yaml").write_text(yaml.safe_dump({**old, "apiVersion": "kueue.x-k8s.io/v1beta2"}))
+    source = ManifestDirectory(tmp_path)
+    ((verb, manifest),) = list(source.scan())
+    assert (verb, manifest["apiVersion"]) == ("apply", "kueue.x-k8s.io/v1beta2")
+    (problem,) = source.problems.values()
+    assert problem.source.endswith("a-old.yaml") and "b-new.yaml, which is the one in force" in problem.reason
+    assert "kueued reads ResourceFlavor as kueue.x-k8s.io/v1beta2" in problem.reason
+
+
 def test_a_directory_that_cannot_be_listed_deletes_nothing(tmp_path: Path) -> None:
     directory = tmp_path / "m"
     directory.mkdir()
