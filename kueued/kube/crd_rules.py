@@ -22,10 +22,11 @@ Kueue refuses too.
 
 from __future__ import annotations
 
+from kueued.model.validation import clusterqueue, localqueue
 from kueued.model.validation.clusterqueue import MAX_PER_GROUP, MAX_RESOURCE_GROUPS
 from kueued.model.validation.workload import MAX_POD_SETS
 
-__all__ = ["RULES", "LIMITS"]
+__all__ = ["RULES", "LIMITS", "ENUMS"]
 
 _RESERVED = "has(oldSelf.status) && has(oldSelf.status.conditions) && " \
             "oldSelf.status.conditions.exists(c, c.type == 'QuotaReserved' && c.status == 'True')"
@@ -122,3 +123,8 @@ LIMITS: dict[str, dict[str, dict[str, int]]] = {
                  **{f"status.conditions[].{k}": v for k, v in _CONDITION_FIELDS.items()},
                  "status.admission.podSetAssignments": {"maxItems": MAX_POD_SETS}},
 }
+
+ENUMS: dict[str, dict[str, tuple[str, ...]]] = {"ClusterQueue": clusterqueue.ENUMS, "LocalQueue": localqueue.ENUMS}
+"""Kueue's enums (``+kubebuilder:validation:Enum``) by kind and field path: ``kubectl apply`` of a
+``queueingStrategy: FIFO`` is refused at once, as on a Kueue cluster, instead of stored and then
+refused by the daemon."""

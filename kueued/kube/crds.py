@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueued.kube import shapes
-from kueued.kube.crd_rules import LIMITS, RULES
+from kueued.kube.crd_rules import ENUMS, LIMITS, RULES
 from kueued.kube.schema import structural
 from kueued.model import api
 
@@ -140,6 +140,8 @@ def schema(kind: CrdKind) -> dict[str, Any]:
         _node(out, path)["default"] = value
     for path, limits in LIMITS.get(kind.kind, {}).items():
         _node(out, path).update(limits)
+    for path, values in ENUMS.get(kind.kind, {}).items():
+        _node(out, path)["enum"] = list(values)
     for path, rule, message in RULES.get(kind.kind, []):
         _node(out, path).setdefault("x-kubernetes-validations", []).append({"rule": rule, "message": message})
     return out

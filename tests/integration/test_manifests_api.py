@@ -211,6 +211,14 @@ def test_fields_kueued_does_not_model_are_kept(installed):
     pytest.param({"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
                   "metadata": {"name": "it-bad-eq", "namespace": "default"}, "spec": {"max": {"cpu": "lots"}}},
                  "spec.max.cpu", id="elastic-quota-quantity"),
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-fifo"},
+                  "spec": {"queueingStrategy": "FIFO"}}, "spec.queueingStrategy", id="enum-queueing-strategy"),
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-grab"},
+                  "spec": {"preemption": {"reclaimWithinCohort": "Always"}}}, "spec.preemption.reclaimWithinCohort",
+                 id="enum-preemption"),
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                  "metadata": {"name": "it-halt", "namespace": "default"},
+                  "spec": {"clusterQueue": "x", "stopPolicy": "Stop"}}, "spec.stopPolicy", id="enum-stop-policy"),
 ])
 def test_the_schema_enforces_types(installed, manifest, path):
     refused = _apply(installed, [manifest], "--dry-run=server", check=False)

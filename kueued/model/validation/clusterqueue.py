@@ -52,6 +52,16 @@ _WITHIN_CQ = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 _BORROW = ("Never", "LowerPriority")
 _ADMISSION_MODE = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
 
+ENUMS: dict[str, tuple[str, ...]] = {
+    "spec.queueingStrategy": _QUEUEING, "spec.stopPolicy": _STOP,
+    "spec.flavorFungibility.whenCanBorrow": _FUNGIBILITY, "spec.flavorFungibility.whenCanPreempt": _FUNGIBILITY,
+    "spec.flavorFungibility.preference": _PREFERENCE, "spec.preemption.reclaimWithinCohort": _RECLAIM,
+    "spec.preemption.withinClusterQueue": _WITHIN_CQ, "spec.preemption.borrowWithinCohort.policy": _BORROW,
+    "spec.admissionScope.admissionMode": _ADMISSION_MODE,
+}
+"""The ClusterQueue fields Kueue's CRD types as enums (``+kubebuilder:validation:Enum``), by path:
+the same values this module refuses others of, carried into kueued's CRDs (``kueued.kube.crd_rules``)."""
+
 
 def validate_cluster_queue(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
     errs = Errors()

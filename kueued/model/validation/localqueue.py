@@ -19,13 +19,16 @@ from .names import reference
 
 __all__ = ["validate_local_queue"]
 
+ENUMS: dict[str, tuple[str, ...]] = {"spec.stopPolicy": ("None", "Hold", "HoldAndDrain")}
+"""Kueue's CRD enums on a LocalQueue (see ``clusterqueue.ENUMS``)."""
+
 
 def validate_local_queue(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
     errs = Errors()
     check_metadata(errs, obj, namespaced=True)
     spec = mapping(errs, obj.get("spec"), "spec")
     target = reference(errs, spec.get("clusterQueue"), "spec.clusterQueue")
-    enum(errs, spec.get("stopPolicy"), "spec.stopPolicy", ("None", "Hold", "HoldAndDrain"))
+    enum(errs, spec.get("stopPolicy"), "spec.stopPolicy", ENUMS["spec.stopPolicy"])
     # No webhook weighs a LocalQueue's weight: only the quantity pattern applies.
     check_fair_sharing(errs, spec.get("fairSharing"), "spec.fairSharing", webhook=False)
     if old is not None and target is not None:
