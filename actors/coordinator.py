@@ -54,9 +54,9 @@ from actors.pipeline import Pipeline
 from actors.rounds import FOLD_LIMIT, Rounds
 from actors.runtime import ActorStopped
 from actors.versions import Versions
-from kueued.engine.wiring import PreemptorFactory, forest_of, queue_order_hook
+from kueued.engine.wiring import PreemptorFactory, forest_of, make_iterate, queue_order_hook
 from kueued.kube.port import ApiPort, Recorder
-from kueued.scheduling.cycle import Iterate, classical_order
+from kueued.scheduling.cycle import Iterate
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, CohortSnapshot, Snapshot
@@ -75,11 +75,15 @@ ATTEMPTS_KEPT = 10_000
 class Coordinator(Rounds, Pipeline, Versions, Drains, Deadlines, Recording, Balances):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
-                 iterate: Iterate = classical_order, keep_events: int | None = None) -> None:
+                 iterate: Iterate | None = None, keep_events: int | None = None) -> None:
         self.world = world
         self.port = port
         self.make_preemptor = preemptor
-        self.iterate = iterate
+        # None: the admission order the World's settings call for (``make_iterate``), chosen again at
+        # every topology change, where a Configuration lands (fair sharing turned on after the start
+        # once left the daemon on the classical order for good)
+        self._own_iterate = iterate
+        self.iterate = iterate if iterate is not None else make_iterate(world)
         self.forest = build_forest(cluster_queues={}, cohorts={}, flavors={})
         self.cluster_queues: dict[str, ClusterQueueActor] = {}
         self.cohorts: dict[str, CohortActor] = {}
@@ -131,6 +135,8 @@ class Coordinator(Rounds, Pipeline, Versions, Drains, Deadlines, Recording, Bala
         await self.drain_cohorts()
         self._depths.clear()
         self.forest = forest_of(self.world)
+        if self._own_iterate is None:
+            self.iterate = make_iterate(self.world)
         self.usage_ordered = False
         for name, cq in self.forest.cluster_queues.items():
             if name not in self.cluster_queues:

@@ -61,7 +61,7 @@ from actors.elastic import ElasticCoordinator
 from actors.observe import Gauges, observe_pass
 from actors.reasons import ReasonLog
 from kueued.config_live import Live
-from kueued.engine.wiring import make_iterate, make_preemptor
+from kueued.engine.wiring import make_preemptor
 from kueued.health import Health, stale_after
 from kueued.kube.in_force import earlier_of
 from kueued.kube.port import ApiPort, StatusPublisher
@@ -93,7 +93,7 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
     """Both coordinators with their actors started, and who records their decisions."""
     # A run's outcome reads every eviction; a daemon runs for months and reads none (the
     # structured log and the API carry them), so it keeps only the latest for debugging.
-    coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world),
+    coord = Coordinator(world, port, preemptor=make_preemptor,
                         keep_events=EVENTS_KEPT)
     coord.clock = _wall_seconds  # admissions are stamped with the wall clock (and AFS decays on it)
     coord.stop_on_refusal = True  # a refused commit: apply what the watch brought before deciding again

@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from actors.coordinator import Coordinator
-from kueued.engine.wiring import PreemptorFactory, make_iterate, make_preemptor
+from kueued.engine.wiring import PreemptorFactory, make_preemptor
 from kueued.kube.port import ApiPort, InMemoryPort
 from kueued.scheduling.cycle import Iterate
 from kueued.scheduling.snapshot import Snapshot
@@ -46,7 +46,7 @@ class LiveEngine:
         self.world = world
         self.coordinator = Coordinator(world, port if port is not None else InMemoryPort(),
                                        preemptor=preemptor,
-                                       iterate=iterate if iterate is not None else make_iterate(world))
+                                       iterate=iterate)
         self.coordinator.clock = clock
         self._stack = ExitStack()
         self._portal: BlockingPortal | None = None

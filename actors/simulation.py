@@ -26,7 +26,7 @@ import anyio
 
 from actors.coordinator import Coordinator
 from actors.elastic import ElasticCoordinator
-from kueued.engine.wiring import elastic_inputs, make_iterate, make_preemptor
+from kueued.engine.wiring import elastic_inputs, make_preemptor
 from kueued.kube.port import ApiPort, InMemoryPort
 from kueued.scheduling.elastic import ElasticOutcome, prepare
 from kueued.simulate import Report, TimedRun, merge_outcome, report_from
@@ -52,7 +52,7 @@ def simulate_timed(manifests: list[dict[str, Any]] | Any, *, real: bool = False,
 def run_actors(world: World) -> Report:
     async def main() -> tuple[Coordinator, ElasticOutcome | None]:
         port = InMemoryPort()
-        kueue = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
+        kueue = Coordinator(world, port, preemptor=make_preemptor)
         inputs = elastic_inputs(world)
         elastic = (ElasticCoordinator(prepare(*inputs), port, recycle=world.settings.monitor_all_quotas is not False)
                    if inputs is not None else None)
@@ -73,7 +73,7 @@ def run_actors_timed(world: World, timeline: Any, *, real: bool = False,
 
     async def main() -> tuple[Coordinator, ElasticOutcome | None]:
         port: ApiPort = TimelinePort(timeline)
-        coord = Coordinator(world, port, preemptor=make_preemptor, iterate=make_iterate(world))
+        coord = Coordinator(world, port, preemptor=make_preemptor)
         driver: Driver = CoordinatorDriver(coord, timeline)
         inputs = elastic_inputs(world)
         elastic = None
@@ -113,7 +113,7 @@ def _report(world: World, coord: Coordinator, outcome: ElasticOutcome | None) ->
     return report
 
 
-async def simulate_world(world: World, port: ApiPort, *, preemptor, iterate) -> Coordinator:
+async def simulate_world(world: World, port: ApiPort, *, preemptor, iterate=None) -> Coordinator:
     """Start every actor, schedule to quiescence, stop them all (structured concurrency)."""
     coord = Coordinator(world, port, preemptor=preemptor, iterate=iterate)
     async with anyio.create_task_group() as tg:
