@@ -121,6 +121,9 @@ class StatusWriter:
         if not name:
             return False  # nothing to write a condition to
         before = self._conditions.get(name)
+        if before is None and (on := k.accepted_condition(quota)) is not None:  # written before a restart
+            before = Condition(ACCEPTED, str(on.get("status")), str(on.get("reason") or ""),
+                               str(on.get("message") or ""))
         if reason is not None:
             condition = Condition(ACCEPTED, "False", "ValidationFailed", reason)
         elif before is not None and before.status != "True":  # refused, or in doubt

@@ -35,7 +35,7 @@ __all__ = [
     "allow_lent_resource", "allow_force_update", "is_tree_root", "tree_id", "quota_namespaces",
     "resource_list", "shared_weight", "effective_shared_weight", "workload_quota_label",
     "pod_quota_name", "is_elastic_pod", "is_non_preemptible", "koord_value", "from_koord_value",
-    "GATE_PARENT_QUOTA_PODS",
+    "GATE_PARENT_QUOTA_PODS", "parents_first", "accepted_condition", "refused_before",
 ]
 
 PREFIX = "quota.scheduling.koordinator.sh/"
@@ -233,9 +233,12 @@ def parents_first(quotas: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]
     """ElasticQuotas in the order Koordinator's webhook would have met them: by creation time (then
     namespace and name), each parent before its children.  A daemon that lists a quota tree (a start,
     a relist) gets it in name order; validated in that order, a child came before its parent and was
-    refused, and siblings competing for the parent's min won by name, not by who came first."""
+    refused, and siblings competing for the parent's min won by name, not by who came first.  Creation
+    times are whole seconds: of two made in the same second, the one this daemon refused before (its
+    ``Accepted=False`` condition) comes after the one in force, so a restart keeps the same one refused
+    (by name, two quotas binding one namespace swapped: the admitted workload was evicted)."""
     order = sorted(quotas, key=lambda q: (str((q.get("metadata") or {}).get("creationTimestamp") or ""),
-                                          namespace_of(q), name_of(q)))
+                                          refused_before(q), namespace_of(q), name_of(q)))
     names = {name_of(q) for q in order}
     out: list[Mapping[str, Any]] = []
     emitted: set[str] = set()
@@ -252,3 +255,19 @@ def parents_first(quotas: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]
                 emitted.add(name_of(q))
         order = waiting
     return out
+
+
+def accepted_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``Accepted`` condition kueued wrote on an ElasticQuota, if any."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in conditions if isinstance(conditions, list) else ():
+        if isinstance(c, Mapping) and c.get("type") == "Accepted":
+            return c
+    return None
+
+
+def refused_before(obj: Mapping[str, Any]) -> bool:
+    """Whether kueued refused this ElasticQuota when it last judged it (``Accepted=False``)."""
+    c = accepted_condition(obj)
+    return c is not None and c.get("status") == "False"

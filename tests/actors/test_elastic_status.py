@@ -142,3 +142,17 @@ def test_a_condition_whose_answer_was_lost_is_written_again() -> None:
         return [first, lost, await writer.validated(quota, refusal), await writer.validated(quota, None)]
 
     assert anyio.run(main) == [True, False, True, True]
+
+
+def test_a_refusal_written_before_a_restart_is_lifted_once_the_quota_is_in_force() -> None:
+    """A fresh writer (a restarted daemon) knows its conditions only from the object: an
+    ``Accepted=False`` left there is turned True once the quota passes, never left stale."""
+    port = InMemoryPort()
+    quota = EQ("team-a").max(cpu="4").build()
+    quota["status"] = {"conditions": [{"type": "Accepted", "status": "False", "reason": "ValidationFailed",
+                                       "message": "already bound"}]}
+    assert anyio.run(lambda: StatusWriter(port).validated(quota, None))
+    (written,) = port.quota_status
+    assert written.condition == Condition("Accepted", "True", "Valid", "the current version passed validation")
+    fresh = EQ("team-b").max(cpu="4").build()  # never refused: nothing to write
+    assert not anyio.run(lambda: StatusWriter(port).validated(fresh, None))

@@ -149,3 +149,15 @@ def test_parents_first_orders_by_creation_and_puts_every_parent_before_its_child
     assert order.index("a") < order.index("c") < order.index("b")  # c was made before b
     assert [n for n in order if n.startswith("n")] == [f"n{i}" for i in range(40)]
     assert {"x", "y"} <= set(order) and len(order) == len(tree) + len(chain)  # a cycle is kept, as it comes
+
+
+def test_of_two_made_in_one_second_the_one_refused_before_comes_after_the_one_in_force() -> None:
+    def q(name: str, refused: bool) -> dict:
+        obj = EQ(name).min(cpu="1").max(cpu="2").build()
+        obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:07Z"
+        if refused:
+            obj["status"] = {"conditions": [{"type": "Accepted", "status": "False", "reason": "ValidationFailed"}]}
+        return obj
+
+    # by name "a-bad" would come first; a restart must keep "z-ok" (in force before it) in force
+    assert [k.name_of(o) for o in k.parents_first([q("a-bad", True), q("z-ok", False)])] == ["z-ok", "a-bad"]
