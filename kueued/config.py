@@ -362,5 +362,6 @@ def summary(config: Config) -> str:
     return (f"kubeconfig {kube}, metrics {metrics}, leader election {lease}, "
             f"fair sharing {on[config.fair_sharing.enabled]}, "
             f"admission fair sharing {on[config.admission_fair_sharing.enabled]}, "
-            f"elastic delay {config.elastic_quota.delay_evict_time:g}s, interval {config.daemon.interval:g}s, "
+            f"elastic recycling {on[config.elastic_quota.monitor_all_quotas]} "
+            f"(delay {config.elastic_quota.delay_evict_time:g}s), interval {config.daemon.interval:g}s, "
             f"log {config.log.level} {config.log.format}")

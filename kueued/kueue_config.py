@@ -38,7 +38,7 @@ __all__ = ["GROUP", "is_kueue_configuration", "settings_from", "yaml_line"]
 
 GROUP = "config.kueue.x-k8s.io/"
 _READ = {"apiVersion", "kind", "namespace", "metrics", "leaderElection", "fairSharing", "admissionFairSharing",
-         "featureGates", "resources", "objectRetentionPolicies"}
+         "featureGates", "resources", "objectRetentionPolicies", "elasticQuota"}
 
 
 def is_kueue_configuration(doc: object) -> bool:
@@ -79,6 +79,9 @@ def settings_from(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[
     resources = doc.get("resources")
     if isinstance(resources, dict):
         out["resources"] = _resources(resources, ignored)
+    elastic = doc.get("elasticQuota")  # kueued's own section of the Configuration (Koordinator's settings)
+    if isinstance(elastic, dict):
+        out["elastic_quota"] = _elastic_quota(elastic, problems, ignored)
     retention = (doc.get("objectRetentionPolicies") or {}).get("workloads") \
         if isinstance(doc.get("objectRetentionPolicies"), dict) else None
     if isinstance(retention, dict):
@@ -151,6 +154,18 @@ def _admission_fair_sharing(afs: dict[str, Any], problems: list[tuple[str, str]]
                 out[key] = seconds
     if isinstance(afs.get("resourceWeights"), dict):
         out["resource_weights"] = dict(afs["resourceWeights"])
+    return out
+
+
+def _elastic_quota(elastic: dict[str, Any], problems: list[tuple[str, str]], ignored: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if elastic.get("delayEvictTime") is not None:
+        seconds = _seconds(elastic["delayEvictTime"], "elasticQuota.delayEvictTime", problems)
+        if seconds is not None:
+            out["delay_evict_time"] = seconds
+    if elastic.get("monitorAllQuotas") is not None:
+        out["monitor_all_quotas"] = elastic["monitorAllQuotas"]
+    ignored += [f"elasticQuota.{k}" for k in sorted(elastic) if k not in ("delayEvictTime", "monitorAllQuotas")]
     return out
 
 

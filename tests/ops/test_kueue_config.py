@@ -70,6 +70,14 @@ def test_kueue_s_object_retention_is_read(tmp_path: Path) -> None:
     assert (retention.workloads_after_finished, retention.workloads_after_deactivated_by_kueue) == (3600.0, None)
 
 
+def test_the_elastic_quota_section_is_read_from_kueue_s_file_too(tmp_path: Path) -> None:
+    path = tmp_path / "kueue.yaml"
+    path.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+                    "elasticQuota:\n  delayEvictTime: 30s\n  monitorAllQuotas: true\n")
+    config = load(path)
+    assert (config.elastic_quota.delay_evict_time, config.elastic_quota.monitor_all_quotas) == (30.0, True)
+
+
 def test_a_bad_duration_in_kueue_s_file_names_the_field_and_its_line(tmp_path: Path) -> None:
     path = tmp_path / "kueue.yaml"
     path.write_text(KUEUE.replace("leaseDuration: 20s", "leaseDuration: twenty"))
