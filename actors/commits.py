@@ -24,7 +24,7 @@ async def commit_all(port: ApiPort, calls: list[Callable[[], Awaitable[bool]]], 
     A port that answers without waiting (``instant``, the in-memory one) gains nothing from
     tasks: its commits run one after another, in exactly the order the round decided them.
     """
-    if len(calls) <= 1 or getattr(port, "instant", False):
+    if getattr(port, "instant", False) or (limiter is None and len(calls) <= 1):
         return [await call() for call in calls]
     results = [False] * len(calls)
     bound = limiter if limiter is not None else anyio.CapacityLimiter(COMMITS_IN_FLIGHT)

@@ -129,6 +129,8 @@ class Coordinator(Rounds, Pipeline, Versions, Drains, Deadlines, Recording, Bala
     # --- topology ----------------------------------------------------------------------------
     async def sync_topology(self, tg: TaskGroup) -> None:
         self._tg = tg
+        if self.commits_in_flight:  # reaped mid-run: a workload being written is held, queued nowhere
+            await self.settle_commits(wait=True)  # route_all would queue it again (actors.pipeline)
         for actor in self.cluster_queues.values():
             await actor.drain()  # every deferred arrival and requeue in place before the tree changes
         # releases still climbing must land before Configure resets a balance, not after

@@ -97,6 +97,7 @@ class Rounds:
         _uncounted: set[str]
         evicted: dict[str, int]
         refused_in_round: bool
+        stop_on_refusal: bool
         admissions: int
         attempts: deque[tuple[bool, float]]
         preemption_skips: deque[dict[str, int]]
@@ -127,8 +128,10 @@ class Rounds:
         """One cycle; returns whether anything changed."""
         self.rounds += 1
         self.refused_in_round = False
-        started, admitted_before = time.perf_counter(), self.admissions
+        started = time.perf_counter()
         await self.settle_commits(wait=False)  # the last rounds' writes that landed (actors.pipeline)
+        if self.refused_in_round and self.stop_on_refusal:  # a refused write: the daemon applies the
+            return True  # watch's newer version before deciding again (else re-granted on the stale one)
         await self._settle_finishes()
         await self._settle_evictions()
         expired = await self.expire()  # a maximum execution time run out: deactivated, drained below
@@ -149,7 +152,8 @@ class Rounds:
         settled, committed = await self._admit(result)
         parks = self._requeue_rest(result, settled, touched, evicted)
         if heads:  # Kueue's admission attempt: a cycle with heads to judge, and whether one was admitted
-            self.attempts.append((self.admissions > admitted_before, time.perf_counter() - started))
+            # (granted: Kueue counts the workloads it assumed, whatever their write's fate)
+            self.attempts.append((committed, time.perf_counter() - started))
         if result.preemption_skips:
             self.preemption_skips.append(result.preemption_skips)
         # a write refused since the last round (actors.pipeline) gave its quota back: that is a change too

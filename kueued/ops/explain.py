@@ -124,7 +124,7 @@ def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str 
     if uncovered:
         out.reason = out.reason or f"ClusterQueue {cq.name} has no quota for {', '.join(uncovered)}"
         return out
-    barred = _barred(world, wl)
+    barred = _barred(world, wl, {f for g in cq.groups for f in g.flavors})
     out.options, out.fits_now = options(cq, requests, barred=barred)
     if barred and not out.options and not out.fits_now:
         out.reason = out.reason or "; ".join(sorted(set(barred.values())))
@@ -156,10 +156,14 @@ def options(cq: ClusterQueueSnapshot, requests: dict[str, int], *,
     return [o for o in found if o.raises], fits
 
 
-def _barred(world: World, wl: WorkloadSpec) -> dict[str, str]:
-    """Flavor -> why some pod set of ``wl`` may not go there (Kueue's words), for the flavors that exist."""
+def _barred(world: World, wl: WorkloadSpec, used: set[str]) -> dict[str, str]:
+    """Flavor -> why some pod set of ``wl`` may not go there (Kueue's words), for the flavors of ``used``
+    (its ClusterQueue's) that exist."""
     out: dict[str, str] = {}
-    for name, flavor in world.flavors.items():
+    for name in sorted(used):
+        flavor = world.flavors.get(name)
+        if flavor is None:
+            continue
         why = next((w for ps in wl.pod_sets if (w := flavor_mismatch(flavor, ps.spec))), "")
         if why:
             out[name] = why

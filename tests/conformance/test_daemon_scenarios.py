@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import msgspec
 import pytest
 import yaml
 
-from actors.daemon import run_daemon
-from kueued.kube.port import InMemoryPort
 from kueued.simulate import report_from
+from tests.actors.test_daemon import _first_settle
 from tests.conformance.test_scenarios import SHARED, _runner
 
 OURS = Path(__file__).resolve().parents[1] / "scenarios"  # ported from Kueue's suites, and kueued's own
@@ -49,19 +47,12 @@ KUEUE = sorted(p for root in ((SHARED / "scenarios") if SHARED.is_dir() else Non
 def _daemon_report(directory: Path) -> dict:
     got: dict = {}
 
-    def settled(coord) -> None:
+    def look(coord) -> None:
         report = report_from(coord.world, reasons=coord.reasons, unrouted=coord.unrouted, events=list(coord.events),
                              cycles=coord.rounds, evicted=coord.evicted)
         got.update(msgspec.json.decode(msgspec.json.encode(report)))
-        scope.cancel()
 
-    async def main() -> None:
-        nonlocal scope
-        with anyio.fail_after(30) as scope:
-            await run_daemon(directory, InMemoryPort(), interval=0.01, on_settled=settled, handle_signals=False)
-
-    scope: anyio.CancelScope
-    anyio.run(main)
+    _first_settle(directory, look)
     return got
 
 

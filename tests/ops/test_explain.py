@@ -115,3 +115,6 @@ def test_a_flavor_whose_taint_the_pods_do_not_tolerate_is_no_room() -> None:
     e = explain_workload(world, settle(world), "ns/w")
     assert e.state == "pending" and not e.fits_now and e.options == []
     assert e.reason == "untolerated taint {spot true NoSchedule <nil>} in flavor spot"
+    # a flavor the ClusterQueue does not use is no part of its story
+    world.apply(flavor("elsewhere", nodeTaints=[{"key": "x", "value": "y", "effect": "NoSchedule"}]))
+    assert explain_workload(world, settle(world), "ns/w").reason == e.reason
