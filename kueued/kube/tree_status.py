@@ -53,7 +53,8 @@ from kueued.scheduling.forest import edges_of
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.world import World
 
-__all__ = ["Desired", "tree_status", "ACTIVE", "STATUS_KINDS"]
+__all__ = ["Desired", "tree_status", "ACTIVE", "STATUS_KINDS", "local_queue_holdings", "local_queue_active",
+           "flavor_usage"]
 
 ACTIVE = "Active"
 STATUS_KINDS = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "Workload"})
@@ -97,6 +98,7 @@ def tree_status(world: World, snapshot: Snapshot, *, consumed: ConsumedUsage | N
         if routed is not None:
             cq_pending[routed] = cq_pending.get(routed, 0) + 1
     shares = Shares(snapshot) if world.settings.fair_sharing else None
+    holdings = local_queue_holdings(snapshot)
     edges = edges_of(world.cluster_queues, world.cohorts)
     out: dict[str, Desired] = {}
     for name, obj in world.cluster_queues.items():
@@ -105,7 +107,7 @@ def tree_status(world: World, snapshot: Snapshot, *, consumed: ConsumedUsage | N
             d = _cluster_queue(world, cq, obj, pending=cq_pending.get(name, 0), shares=shares, edges=edges)
             out[d.key] = d
     for key, lq in world.local_queues.items():
-        d = _local_queue(world, snapshot, lq, pending=lq_pending.get(key, 0),
+        d = _local_queue(world, snapshot, lq, pending=lq_pending.get(key, 0), holdings=holdings,
                          consumed=None if consumed is None else consumed.get(key, {}), consumed_at=consumed_at)
         out[d.key] = d
     for name in world.cohorts:
@@ -200,20 +202,40 @@ def active_condition(world: World, cq: ClusterQueueSnapshot, obj: api.ClusterQue
 
 # --- LocalQueue ---------------------------------------------------------------------------------
 
-def _local_queue(world: World, snapshot: Snapshot, lq: api.LocalQueue, *, pending: int,
-                 consumed: Mapping[str, float] | None, consumed_at: str) -> Desired:
-    key = f"{lq.metadata.namespace}/{lq.metadata.name}"
-    cq_name = lq.spec.cluster_queue
-    cq = snapshot.cluster_queues.get(cq_name)
-    usage: dict[FR, int] = {}
-    held = 0
-    if cq is not None:
+def local_queue_holdings(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int, dict[FR, int]]]:
+    """(LocalQueue ``ns/name``, ClusterQueue) -> how many workloads the LocalQueue has admitted in
+    that ClusterQueue and their usage (milli-units), in one pass over every admitted workload
+    (the snapshot must hold them: ``Coordinator.assemble()``).  A LocalQueue counts only those
+    in its own ClusterQueue (module notes), which its caller picks."""
+    out: dict[tuple[str, str], tuple[int, dict[FR, int]]] = {}
+    for cq_name, cq in snapshot.cluster_queues.items():
         for wl in cq.workloads.values():
-            if wl.local_queue != key:
-                continue
-            held += 1
+            held, usage = out.get((wl.local_queue, cq_name)) or (0, {})
             for fr, v in wl.usage.items():
                 usage[fr] = usage.get(fr, 0) + v
+            out[(wl.local_queue, cq_name)] = (held + 1, usage)
+    return out
+
+
+def local_queue_active(world: World, snapshot: Snapshot, lq: api.LocalQueue) -> Condition:
+    """The LocalQueue's ``Active`` condition (module notes)."""
+    cq_name = lq.spec.cluster_queue
+    cq = snapshot.cluster_queues.get(cq_name)
+    if lq.spec.stop_policy not in ("", "None"):
+        return Condition(ACTIVE, "False", "Stopped", "LocalQueue is stopped")
+    if cq_name not in world.cluster_queues or cq is None:
+        return Condition(ACTIVE, "False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+    if not cq.active:
+        return Condition(ACTIVE, "False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+    return Condition(ACTIVE, "True", "Ready", "Can submit new workloads to localQueue")
+
+
+def _local_queue(world: World, snapshot: Snapshot, lq: api.LocalQueue, *, pending: int,
+                 holdings: Mapping[tuple[str, str], tuple[int, dict[FR, int]]],
+                 consumed: Mapping[str, float] | None, consumed_at: str) -> Desired:
+    key = f"{lq.metadata.namespace}/{lq.metadata.name}"
+    cq = snapshot.cluster_queues.get(lq.spec.cluster_queue)
+    held, usage = holdings.get((key, lq.spec.cluster_queue)) or (0, {})
     flavors = flavor_usage(cq.spec.resource_groups, usage) if cq is not None else []
     fields: dict[str, Any] = {"pendingWorkloads": pending, "reservingWorkloads": held, "admittedWorkloads": held,
                               "flavorsReservation": flavors, "flavorsUsage": flavors}
@@ -221,13 +243,5 @@ def _local_queue(world: World, snapshot: Snapshot, lq: api.LocalQueue, *, pendin
         fields["fairSharing"] = {"weightedShare": 0, "admissionFairSharingStatus": {
             "consumedResources": {r: format_milli(round(v * 1000), resource=r) for r, v in sorted(consumed.items())},
             "lastUpdate": consumed_at}}
-    if lq.spec.stop_policy not in ("", "None"):
-        active = Condition(ACTIVE, "False", "Stopped", "LocalQueue is stopped")
-    elif cq_name not in world.cluster_queues or cq is None:
-        active = Condition(ACTIVE, "False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
-    elif not cq.active:
-        active = Condition(ACTIVE, "False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
-    else:
-        active = Condition(ACTIVE, "True", "Ready", "Can submit new workloads to localQueue")
-    return Desired("LocalQueue", lq.metadata.namespace, lq.metadata.name, fields, (active,),
-                   _generation(world, f"LocalQueue/{key}"))
+    return Desired("LocalQueue", lq.metadata.namespace, lq.metadata.name, fields,
+                   (local_queue_active(world, snapshot, lq),), _generation(world, f"LocalQueue/{key}"))
