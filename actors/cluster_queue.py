@@ -63,10 +63,19 @@ class ClusterQueueActor(NodeActor):
         # the last fold-ahead: the parked (with their verdicts), the head, their flags before parking
         self._ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None, list[bool]] = ([], None, [])
 
-    def sample(self) -> QueueSample:
-        """A statistics record for metrics and status (read between rounds)."""
+    def sample(self, *, local_queues: bool = False) -> QueueSample:
+        """A statistics record for metrics and status (read between rounds); ``local_queues``: with
+        the pending workloads of each LocalQueue, (active, inadmissible) as the queue's own."""
+        by_lq: dict[str, tuple[int, int]] = {}
+        if local_queues:
+            parked = self.queue.inadmissible
+            for wl in self.queue.pending():
+                active, inadmissible = by_lq.get(wl.local_queue, (0, 0))
+                by_lq[wl.local_queue] = ((active, inadmissible + 1) if wl.key in parked
+                                         else (active + 1, inadmissible))
         return QueueSample(self.name, active=self.queue.heap_size(), inadmissible=len(self.queue.inadmissible),
-                           admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox)
+                           admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox,
+                           local_queues=by_lq)
 
     def handle(self, msg: Any) -> Any:
         """A value, or a coroutine for the messages that wait on the parent (the runtime
@@ -111,8 +120,8 @@ class ClusterQueueActor(NodeActor):
                 return self.queue.requeue_inadmissible()
             case Queued():
                 return frozenset(wl.key for wl in self.queue.pending())
-            case Sample():
-                return self.sample()
+            case Sample(local_queues=local_queues):
+                return self.sample(local_queues=local_queues)
         return self._handle_admitted(msg)
 
     def _handle_admitted(self, msg: Any) -> Any:

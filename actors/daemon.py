@@ -66,6 +66,7 @@ from kueued.health import Health, stale_after
 from kueued.kube.in_force import earlier_of
 from kueued.kube.port import ApiPort, StatusPublisher
 from kueued.metrics import Metrics
+from kueued.metrics_local_queue import enabled as local_queue_metrics_on
 from kueued.metrics_recorder import DecisionRecorder
 from kueued.model.api import object_key
 from kueued.model.koordinator import parents_first
@@ -106,7 +107,8 @@ async def _start(world: World, port: ApiPort, tg: Any, *, clock: Callable[[], fl
         await tg.start(status.run)  # its Event writers
         coord.recorder = status.recorder  # admissions and evictions become Events
     if metrics is not None:  # each committed admission's wait, each preemption by the preemptor's queue
-        coord.recorder = DecisionRecorder(metrics, coord.recorder, cluster_queue_of=partial(_queue_of, world))
+        coord.recorder = DecisionRecorder(metrics, coord.recorder, cluster_queue_of=partial(_queue_of, world),
+                                          local_queue_metrics=lambda: local_queue_metrics_on(world.settings))
     return coord, elastic
 
 

@@ -192,7 +192,10 @@ class RequeueParked(Msg, frozen=True):
 
 class Sample(Msg, frozen=True):
     """Ask a queue for its statistics record; as a message it sees every deferred arrival and
-    requeue delivered first (reading the actor directly would miss them)."""
+    requeue delivered first (reading the actor directly would miss them).  ``local_queues``:
+    also its pending workloads per LocalQueue (the LocalQueueMetrics gate; a pass over them all)."""
+
+    local_queues: bool = False
 
 
 class Admit(Msg, frozen=True):

@@ -16,6 +16,7 @@ from actors.messages import Sample
 from kueued.health import Health
 from kueued.kube.port import ApiPort
 from kueued.metrics import Metrics
+from kueued.metrics_local_queue import enabled, gated
 from kueued.scheduling.fairsharing.share import Shares
 from kueued.sources import Source
 
@@ -57,15 +58,20 @@ class Gauges:
             await self.observe()
 
     async def observe(self) -> None:
-        """The queues' gauges and the actors' mailboxes."""
+        """The queues' gauges (the LocalQueues' too while their gate is on) and the actors' mailboxes."""
         metrics, coord, elastic = self.metrics, self.coord, self.elastic
+        lq = gated(metrics, enabled(coord.world.settings))
         # asked, not read: a queue's deferred requeues are delivered before it answers
-        replies = [(a, a.post(Sample())) for a in coord.cluster_queues.values()]
+        replies = [(a, a.post(Sample(local_queues=lq is not None))) for a in coord.cluster_queues.values()]
         samples = [await r.result(a.ask_timeout) for a, r in replies]
         metrics.observe_queues(samples, coord.forest.cluster_queues, terminating=coord.world.terminating)
         metrics.observe_cohorts(coord.forest.cohorts)
-        if coord.world.settings.fair_sharing:
-            snapshot = await coord.assemble()
+        # each queue's admitted workloads: asked only when something reads them
+        snapshot = await coord.assemble() if lq is not None or coord.world.settings.fair_sharing else None
+        if lq is not None and snapshot is not None:
+            lq.observe(coord.world, snapshot, samples)
+            lq.forget(coord.world.local_queues.keys())
+        if coord.world.settings.fair_sharing and snapshot is not None:
             shares = Shares(snapshot)
             metrics.observe_shares({n: shares.of(cq.node).rounded() for n, cq in snapshot.cluster_queues.items()},
                                    {n: shares.of(co.node).rounded() for n, co in snapshot.cohorts.items()})

@@ -31,6 +31,8 @@ Where the numbers come from, all read between scheduling passes, never during a 
   (limits per (flavor, resource), whether a queue is active) and the World (a ClusterQueue
   with a ``deletionTimestamp`` is ``terminating``).
 - ``kueue_build_info`` once, from the package metadata (:func:`build_labels`).
+- **Per LocalQueue** (``kueue_local_queue_*``, while the LocalQueueMetrics gate is on) in
+  :mod:`kueued.metrics_local_queue`, from the same sources.
 - **kueued's own** from the port's ``timings`` (each admit/evict call, drained), the
   cluster source's per-kind ``restarts`` and ``relists``, the actors' mailboxes, the
   coordinators' round counts, and ``Health.leader``.
@@ -56,6 +58,7 @@ from kueued.kube.port import EVICTED_ONCE
 from kueued.kube.workload_state import deactivation_cause
 
 if TYPE_CHECKING:
+    from kueued.metrics_local_queue import LocalQueueMetrics
     from kueued.scheduling.snapshot import ClusterQueueSnapshot
 
 __all__ = ["Metrics", "QueueSample", "WAIT_BUCKETS", "EVICTED_BY_PREEMPTION", "build_labels"]
@@ -100,18 +103,21 @@ def build_labels() -> dict[str, str]:
 
 
 class QueueSample:
-    """What one ClusterQueue actor reports: heap, parked, admitted and usage per (flavor, resource)."""
+    """What one ClusterQueue actor reports: heap, parked, admitted and usage per (flavor, resource);
+    when asked, (heap, parked) per LocalQueue ``ns/name`` too (``local_queues``)."""
 
-    __slots__ = ("name", "active", "inadmissible", "admitted", "usage", "mailbox")
+    __slots__ = ("name", "active", "inadmissible", "admitted", "usage", "mailbox", "local_queues")
 
     def __init__(self, name: str, *, active: int, inadmissible: int, admitted: int,
-                 usage: dict[tuple[str, str], int], mailbox: int) -> None:
+                 usage: dict[tuple[str, str], int], mailbox: int,
+                 local_queues: dict[str, tuple[int, int]] | None = None) -> None:
         self.name = name
         self.active = active
         self.inadmissible = inadmissible
         self.admitted = admitted
         self.usage = usage
         self.mailbox = mailbox
+        self.local_queues = local_queues or {}
 
 
 class _Series:
@@ -159,6 +165,7 @@ class Metrics:
         self._add_own_families(self.registry)
         self._seen: dict[tuple[str, str, str], int] = {}
         self._watch_seen: dict[tuple[str, str], int] = {}
+        self.local_queues: LocalQueueMetrics | None = None  # while LocalQueueMetrics is on (kueued.metrics_local_queue)
 
     # --- the families ----------------------------------------------------------------------------
     def _add_workload_families(self, r: CollectorRegistry) -> None:
