@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from kueued.kube.port import ApiPort
     from kueued.scheduling.elastic import ElasticOutcome
     from kueued.scheduling.snapshot import Snapshot
+    from kueued.scheduling.workload import WorkloadSpec
+    from kueued.world import World
 
 __all__ = ["ReasonLog", "Elastic"]
 
@@ -65,7 +67,7 @@ class ReasonLog:
                 cq_name = world.route(wl)[0]            # and what one said before no longer holds (Kueue's
                 if cq_name in inactive:                 # workload controller rewrites it on the queue's change)
                     coord.reasons[key] = inactive[cq_name]
-            why = quota_side.get(key) or coord.unrouted.get(key) or coord.reasons.get(key) or STRICT_FIFO_WAIT
+            why = quota_side.get(key) or coord.unrouted.get(key) or coord.reasons.get(key) or _unjudged(world, wl)
             pending[key] = why
             if self._pending.get(key) != why:
                 changed.append((key, why))
@@ -120,3 +122,14 @@ class ReasonLog:
             if name in coord.forest.cluster_queues:
                 log.info("cluster_queue_active", cluster_queue=name)
         self._inactive = inactive
+
+
+NOT_JUDGED = "queued: no scheduling round has judged it yet"
+
+
+def _unjudged(world: World, wl: WorkloadSpec) -> str:
+    """Why a routed workload no round gave a reason for waits: behind the head of a StrictFIFO queue
+    (only its head is judged), else it has not been judged yet (it arrived, or was requeued, after the
+    rounds that ran; a BestEffortFIFO queue judges each in turn)."""
+    cq = world.cluster_queues.get(world.route(wl)[0] or "")
+    return STRICT_FIFO_WAIT if cq is not None and cq.spec.queueing_strategy == "StrictFIFO" else NOT_JUDGED

@@ -91,3 +91,22 @@ def test_a_workload_already_waiting_says_its_queue_is_inactive_once_it_stops() -
         engine.run()
         engine._call(log.update, engine.coordinator, port)
     assert port.pending_reasons["ns/big"].startswith("ClusterQueue cq is inactive")
+
+
+def test_a_workload_no_round_judged_yet_is_not_said_to_wait_behind_a_strict_fifo_head() -> None:
+    from structlog.testing import capture_logs
+
+    from actors.reasons import NOT_JUDGED
+    from kueued.scheduling.explain import STRICT_FIFO_WAIT
+    from tests.builders import cluster_queue, local_queue, quotas
+    world, port, log = _world(), InMemoryPort(), ReasonLog()
+    with LiveEngine(world, port=port) as engine:
+        engine.apply(cluster_queue("strict", quotas("default", cpu="2"), strategy="StrictFIFO"))
+        engine.apply(local_queue("slq", "ns", "strict"))
+        engine.apply(workload("fresh", "ns", "lq", cpu="1"))  # arrived after the last round (none ran)
+        engine.apply(workload("queued", "ns", "slq", cpu="1"))
+        with capture_logs() as logs:
+            engine._call(log.update, engine.coordinator, port)
+    said = {e["workload"]: e["reason"] for e in logs if e["event"] == "workload_pending"}
+    assert said == {"ns/fresh": NOT_JUDGED, "ns/queued": STRICT_FIFO_WAIT}
+    assert not port.pending_reasons  # no verdict yet: no condition is written for either
