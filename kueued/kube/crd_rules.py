@@ -26,7 +26,7 @@ from kueued.model.validation import clusterqueue, localqueue
 from kueued.model.validation.clusterqueue import MAX_PER_GROUP, MAX_RESOURCE_GROUPS
 from kueued.model.validation.workload import MAX_POD_SETS
 
-__all__ = ["RULES", "LIMITS", "ENUMS"]
+__all__ = ["RULES", "LIMITS", "ENUMS", "LIST_MAPS"]
 
 _RESERVED = "has(oldSelf.status) && has(oldSelf.status.conditions) && " \
             "oldSelf.status.conditions.exists(c, c.type == 'QuotaReserved' && c.status == 'True')"
@@ -128,3 +128,19 @@ ENUMS: dict[str, dict[str, tuple[str, ...]]] = {"ClusterQueue": clusterqueue.ENU
 """Kueue's enums (``+kubebuilder:validation:Enum``) by kind and field path: ``kubectl apply`` of a
 ``queueingStrategy: FIFO`` is refused at once, as on a Kueue cluster, instead of stored and then
 refused by the daemon."""
+
+_CONDITIONS_MAP: dict[str, tuple[str, ...]] = {"status.conditions": ("type",)}
+_USAGE_MAPS: dict[str, tuple[str, ...]] = {
+    "status.flavorsReservation": ("name",), "status.flavorsReservation[].resources": ("name",),
+    "status.flavorsUsage": ("name",), "status.flavorsUsage[].resources": ("name",)}
+LIST_MAPS: dict[str, dict[str, tuple[str, ...]]] = {
+    "Workload": {**_CONDITIONS_MAP, "status.reclaimablePods": ("name",), "status.resourceRequests": ("name",)},
+    "ClusterQueue": {**_CONDITIONS_MAP, **_USAGE_MAPS},
+    "LocalQueue": {**_CONDITIONS_MAP, **_USAGE_MAPS},
+    "Cohort": _CONDITIONS_MAP,
+    "ElasticQuota": _CONDITIONS_MAP,
+}
+"""The lists Kueue's types key (``+listType=map +listMapKey=...``), by kind and path: a server-side
+apply of one condition (a Job controller's ``Finished``) merges by type, as on a Kueue cluster,
+instead of replacing the whole list (the Workload lost ``QuotaReserved`` and ``Admitted`` and kept
+its ``status.admission``)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueued.kube import shapes
-from kueued.kube.crd_rules import ENUMS, LIMITS, RULES
+from kueued.kube.crd_rules import ENUMS, LIMITS, LIST_MAPS, RULES
 from kueued.kube.schema import structural
 from kueued.model import api
 
@@ -142,6 +142,12 @@ def schema(kind: CrdKind) -> dict[str, Any]:
         _node(out, path).update(limits)
     for path, values in ENUMS.get(kind.kind, {}).items():
         _node(out, path)["enum"] = list(values)
+    for path, keys in LIST_MAPS.get(kind.kind, {}).items():
+        node = _node(out, path)
+        node["x-kubernetes-list-type"] = "map"
+        node["x-kubernetes-list-map-keys"] = list(keys)
+        item = node["items"]  # a map key must be required (the API server refuses the CRD otherwise)
+        item["required"] = [*item.get("required", []), *(k for k in keys if k not in item.get("required", []))]
     for path, rule, message in RULES.get(kind.kind, []):
         _node(out, path).setdefault("x-kubernetes-validations", []).append({"rule": rule, "message": message})
     return out

@@ -396,3 +396,25 @@ def test_dev_cluster_provision_applies_the_same_stream(installed, cp_binaries):
     assert said and "CRDs and RBAC" in said[-1]
     role = installed.kubectl_json("get", "clusterrole", "kueued")
     assert role["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kueued"
+
+
+def test_another_controller_s_applied_condition_merges_by_type(installed, as_kueued):
+    """Kueue's Workload conditions are a list keyed by type: a Job controller that applies only its
+    ``Finished`` condition (server-side apply, its own field manager) leaves kueued's ``QuotaReserved``
+    in place, as on a Kueue cluster, instead of replacing the whole list."""
+    ns = NS_PREFIX + "ssa"
+    _ensure_namespaces(installed, {ns})
+    crd = CRD_KINDS["Workload"]
+    meta = {"name": "it-ssa", "namespace": ns}
+    pod_sets = [{"name": "main", "count": 1, "template": {"spec": {}}}]
+    _store(installed, [{"apiVersion": crd.api_version, "kind": "Workload", "metadata": meta,
+                        "spec": {"queueName": "q", "podSets": pod_sets}}])
+    _patch_status(as_kueued, "Workload", ns, "it-ssa", {"status": STATUSES["Workload"]})
+    condition = {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done",
+                 "lastTransitionTime": "2026-01-01T00:00:01Z"}
+    finished = {"apiVersion": crd.api_version, "kind": "Workload", "metadata": meta,
+                "status": {"conditions": [condition]}}
+    installed.kubectl_run("apply", "--server-side", "--subresource=status", "--field-manager=job-controller",
+                          "-f", "-", stdin=json.dumps(finished))
+    got = installed.kubectl_json("get", f"{crd.plural}.{crd.group}", "it-ssa", "-n", ns)
+    assert {c["type"] for c in got["status"]["conditions"]} == {"QuotaReserved", "Finished"}
