@@ -220,10 +220,8 @@ class Rounds:
         (a later round's :meth:`_settle_evictions` releases it then).  Returns the ClusterQueues
         whose victims left (their trees' Cohorts drained of the releases), whether any
         eviction was tried (one the API refused is tried again next round), and each preemptor's
-        victims whose eviction is committed (its queue records them with its requeue).
-
-        A victim may be a workload whose admission is still being written: the writes in flight
-        land first, and a victim whose admission was refused holds nothing any more (dropped)."""
+        victims whose eviction is committed (its queue records them with its requeue).  A victim
+        whose admission is still being written waits for it (refused: it holds nothing, dropped)."""
         if result.evictions and self.commits_in_flight:
             await self.settle_commits(wait=True)
         wanted = [(target, by, target.workload.cluster_queue) for target, by in result.evictions
