@@ -154,11 +154,11 @@ def test_admissions_preemptions_and_quotas_read_as_kueue_names_them(tmp_path: Pa
     assert value(s, "kueued_actor_mailbox_depth", actor="Cohort/co") == 0
 
 
-def test_a_deleted_cluster_queue_leaves_no_series(tmp_path: Path) -> None:
+def settled_then_deleted(tmp_path: Path, metrics: Metrics, extra: list[dict]) -> list[Samples]:
+    """The cohort tree and ``extra`` (in x.yaml) run to a settle, x.yaml deleted, run to the next: a
+    scrape after each."""
     _cohort_tree(tmp_path)
-    _write(tmp_path / "x.yaml", [cluster_queue("cq-x", quotas("default", cpu="1")), local_queue("lq-x", "ns", "cq-x"),
-                                 workload("x1", "ns", "lq-x", cpu="1"), workload("x2", "ns", "lq-x", cpu="1")])
-    metrics = Metrics()
+    _write(tmp_path / "x.yaml", extra)
     seen: list[Samples] = []
 
     def between(n: int) -> None:
@@ -167,6 +167,14 @@ def test_a_deleted_cluster_queue_leaves_no_series(tmp_path: Path) -> None:
             (tmp_path / "x.yaml").unlink()
 
     _run(tmp_path, metrics, settles=2, between=between)
+    return seen
+
+
+def test_a_deleted_cluster_queue_leaves_no_series(tmp_path: Path) -> None:
+    metrics = Metrics()
+    seen = settled_then_deleted(tmp_path, metrics, [
+        cluster_queue("cq-x", quotas("default", cpu="1")), local_queue("lq-x", "ns", "cq-x"),
+        workload("x1", "ns", "lq-x", cpu="1"), workload("x2", "ns", "lq-x", cpu="1")])
     assert value(seen[0], "kueue_admitted_workloads_total", cluster_queue="cq-x") == 1
     assert value(seen[0], "kueue_pending_workloads", cluster_queue="cq-x", status="inadmissible") == 1
     assert any(dict(labels).get("cluster_queue") == "cq-x" for _, labels in seen[0])

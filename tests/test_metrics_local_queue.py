@@ -12,7 +12,7 @@ from kueued.metrics import Metrics
 from kueued.metrics_local_queue import gated
 from kueued.metrics_recorder import DecisionRecorder
 from tests.builders import cluster_queue, local_queue, quotas, workload
-from tests.test_metrics import Samples, _cohort_tree, _run, _stamp, _write, scrape, value
+from tests.test_metrics import Samples, _cohort_tree, _run, _stamp, _write, scrape, settled_then_deleted, value
 
 LQ_A = {"name": "lq-a", "namespace": "ns"}
 LQ_B = {"name": "lq-b", "namespace": "ns"}
@@ -108,17 +108,9 @@ def test_an_inactive_or_missing_cluster_queue_and_a_stopped_local_queue(tmp_path
 
 
 def test_a_deleted_local_queue_leaves_no_series(tmp_path: Path) -> None:
-    _cohort_tree(tmp_path)
-    _write(tmp_path / "x.yaml", [local_queue("lq-x", "ns", "cq-a"), workload("x1", "ns", "lq-x", cpu="1")])
     metrics = Metrics()
-    seen: list[Samples] = []
-
-    def between(n: int) -> None:
-        seen.append(scrape(metrics)[1])
-        if n == 1:
-            (tmp_path / "x.yaml").unlink()
-
-    _run(tmp_path, metrics, settles=2, between=between)
+    seen = settled_then_deleted(tmp_path, metrics, [local_queue("lq-x", "ns", "cq-a"),
+                                                    workload("x1", "ns", "lq-x", cpu="1")])
     lq_x = {"name": "lq-x", "namespace": "ns"}
     assert lq_value(seen[0], "kueue_local_queue_admitted_workloads_total", **lq_x) == 1
     assert lq_value(seen[0], "kueue_local_queue_admitted_active_workloads", **lq_x) == 1
