@@ -217,7 +217,9 @@ class KubePort:
             conditions = [Condition("QuotaReserved", "False", "Pending", message),
                           Condition("Admitted", "False", "NoReservation", "The workload has no reservation"),
                           requeued(manifest, message)]
-            body = self._status_body(manifest, conditions, conditional=False)
+            # on the version phase one returned (or the watch brought since): a condition another
+            # controller wrote in between (a Job's Finished) is not overwritten; a conflict leaves it due
+            body = self._status_body(manifest, conditions, conditional=True)
             body["status"]["admission"] = None
             past = accumulated(manifest, time.time())
             if past is not None:  # the seconds this admission ran count against maximumExecutionTimeSeconds

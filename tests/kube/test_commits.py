@@ -240,6 +240,30 @@ async def test_a_late_second_phase_never_clears_a_newer_admission() -> None:
     assert port.released("ns/w")
 
 
+async def test_phase_two_is_written_on_the_version_phase_one_returned_and_a_conflict_keeps_it_due() -> None:
+    """Another controller's write between the two phases (a Job's Finished condition) must not be
+    overwritten by phase two's condition list: phase two carries phase one's resourceVersion, and
+    a conflict leaves it due for the next pass, on the version the watch brings."""
+    manifest = _workload(admission={"clusterQueue": "cq"})
+    port, client = _port(manifest, [0.0])
+    real = client.patch_status
+    refused = []
+
+    async def someone_wrote_in_between(kind: str, namespace: str | None, name: str, body: dict[str, Any]) -> dict:
+        if "admission" in body["status"] and not refused:  # phase two, the first time
+            refused.append(body["metadata"]["resourceVersion"])
+            raise ApiConflict(409, "Conflict", "the object has been modified")
+        return await real(kind, namespace, name, body)
+
+    client.patch_status = someone_wrote_in_between  # type: ignore[method-assign]
+    assert await port.evict("ns/w", cluster_queue="cq", reason="InClusterQueue", message="for ns/x")
+    assert refused == ["101"]  # phase one's answer, not the "7" the decision was made on
+    assert not port.released("ns/w")
+    manifest["metadata"]["resourceVersion"] = "102"  # the watch brings the other controller's version
+    assert await port.finish_evictions() == ["ns/w"]
+    assert client.writes[-1][2]["metadata"] == {"resourceVersion": "102"} and port.released("ns/w")
+
+
 async def test_a_drained_workload_whose_queue_runs_again_is_marked_requeued_by_the_restart() -> None:
     """Kueue's workload controller: ``Requeued`` turns True, ClusterQueueRestarted, once the stopped
     ClusterQueue that drained it runs again; a wait on a queue still stopped leaves it off."""
