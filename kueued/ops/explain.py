@@ -29,7 +29,7 @@ from kueued.errors import KueuedError
 from kueued.model.quantity import format_milli
 from kueued.quota import node as qn
 from kueued.quota.node import FR, QuotaNode
-from kueued.scheduling.cycle import namespace_labels, namespace_matches
+from kueued.scheduling.cycle import namespace_refused
 from kueued.scheduling.explain import blocking_node
 from kueued.scheduling.flavors import flavor_mismatch
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
@@ -115,7 +115,7 @@ def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str 
     if not cq.active:
         out.reason = out.reason or cq.inactive_reason
         return out
-    held = held_back(world, wl) or _namespace_refused(world, cq, wl.namespace)
+    held = held_back(world, wl) or namespace_refused(world.namespaces, cq, wl.namespace)
     if held:  # waits for something no quota changes: no numbers, no "room now"
         out.reason = held if out.reason is None else out.reason
         return out
@@ -168,15 +168,6 @@ def _barred(world: World, wl: WorkloadSpec, used: set[str]) -> dict[str, str]:
         if why:
             out[name] = why
     return out
-
-
-def _namespace_refused(world: World, cq: ClusterQueueSnapshot, namespace: str) -> str:
-    labels = namespace_labels(world.namespaces, namespace)
-    if labels is None:
-        return f"namespace {namespace} not found"
-    if not namespace_matches(cq.spec.namespace_selector, labels):
-        return f"namespace {namespace} doesn't match the namespaceSelector of ClusterQueue {cq.name}"
-    return ""
 
 
 def _needs(leaf: QuotaNode, fr: FR, value: int) -> list[Blocked]:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from kueued.scheduling.verdicts import Verdict, Verdicts
 
 __all__ = ["Target", "Preemptor", "Entry", "CycleResult", "run_cycle", "namespace_matches",
-           "namespace_labels"]
+           "namespace_labels", "namespace_refused"]
 
 
 class Target:
@@ -175,11 +175,10 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
     if cq is None or not cq.active:
         e.message = cq.inactive_reason if cq is not None else f"ClusterQueue {cq_name} not found"
         return e
-    labels = namespace_labels(namespaces, wl.namespace)
-    if labels is None or not namespace_matches(cq.spec.namespace_selector, labels):
+    refused = namespace_refused(namespaces, cq, wl.namespace)
+    if refused:
         e.reason = RequeueReason.NAMESPACE_MISMATCH
-        e.message = (f"namespace {wl.namespace} " + ("not found" if labels is None else
-                     f"doesn't match the namespaceSelector of ClusterQueue {cq_name}"))
+        e.message = refused
         return e
     why = wl.spec.limits_error  # a request above its limit
     if why:
@@ -304,6 +303,17 @@ def _to_reserve(a: Assignment, cq: ClusterQueueSnapshot) -> dict[tuple[str, str]
 
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 """Namespaces every Kubernetes cluster has, whether or not a manifest creates them."""
+
+
+def namespace_refused(namespaces: Mapping[str, Mapping[str, str]], cq: ClusterQueueSnapshot, namespace: str) -> str:
+    """Why ``cq`` takes no workload of ``namespace`` (it does not exist, or its namespaceSelector
+    refuses it), in kueued's words; "" when it does."""
+    labels = namespace_labels(namespaces, namespace)
+    if labels is None:
+        return f"namespace {namespace} not found"
+    if not namespace_matches(cq.spec.namespace_selector, labels):
+        return f"namespace {namespace} doesn't match the namespaceSelector of ClusterQueue {cq.name}"
+    return ""
 
 
 def namespace_labels(namespaces: Mapping[str, Mapping[str, str]], name: str) -> Mapping[str, str] | None:
