@@ -235,3 +235,24 @@ async def test_a_queue_reaped_mid_run_never_queues_a_workload_being_written_agai
         tg.cancel_scope.cancel()
     assert "old" not in world.cluster_queues  # reaped
     assert port.trace.count(("admit?", "ns/w0")) == 1 and usage == {("default", "cpu"): 1000}
+
+
+@pytest.mark.parametrize("afs", [False, True])
+async def test_admission_fair_sharing_waits_for_each_round_s_writes(afs: bool) -> None:
+    """AFS charges a LocalQueue's entry penalty once an admission is committed, and orders the next
+    round by it: under it a round's writes land within the round, as they would on an instant port."""
+    world, port = World(), HeldPort()
+    port.gate.set()
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+              "admissionFairSharing": {"usageHalfLifeTime": "1h", "usageSamplingInterval": "5m"}}
+    coord = Coordinator(world, port, preemptor=make_preemptor)
+    async with anyio.create_task_group() as tg:
+        await coord.sync_topology(tg)
+        for m in [config] * afs + _one_queue("w0"):
+            await coord.apply(m, tg)
+        await coord.round()
+        in_flight, placed = coord.commits_in_flight, "ns/w0" in world.placed
+        await coord.settle_commits(wait=True)
+        coord.stop()
+        tg.cancel_scope.cancel()
+    assert (in_flight, placed) == ((False, True) if afs else (True, False))
