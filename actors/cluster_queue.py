@@ -28,6 +28,7 @@ from actors.messages import (
     Forget,
     Granted,
     Left,
+    LookFurther,
     NodeReport,
     Nominate,
     Nomination,
@@ -96,12 +97,11 @@ class ClusterQueueActor(NodeActor):
                     return Nomination(None, report)
                 if known is None or not self.queue.can_look_ahead():
                     return Nomination(self.queue.pop_head(), report)
-                parked, head = self.queue.pop_known(known, limit)
-                was = [wl.preempting for wl, _ in parked]
-                for wl, _ in parked:  # a verdict answered it: it issues no eviction this round
-                    wl.preempting = False
-                self._ahead = (parked, head, was)
-                return Nomination(head, report, tuple(parked), True)
+                self._ahead = ([], None, [])
+                return self._look_ahead(known, limit, report, None)
+            case LookFurther(known=known, limit=limit):
+                return self._look_ahead(known, limit, NodeReport(self.name, dict(self.node.usage)),
+                                        self._ahead[:2])
             case Unpark(keep=keep):
                 parked, head, was = self._ahead
                 self._ahead = ([], None, [])
@@ -123,6 +123,16 @@ class ClusterQueueActor(NodeActor):
             case Sample(local_queues=local_queues):
                 return self.sample(local_queues=local_queues)
         return self._handle_admitted(msg)
+
+    def _look_ahead(self, known: Any, limit: int, report: NodeReport, ahead: Any) -> Nomination:
+        """Park the heads ``known`` answers (from ``ahead``, the last fold's, when going on)."""
+        parked, head = self.queue.pop_known(known, limit, ahead)
+        was = self._ahead[2]
+        for wl, _ in parked[len(was):]:  # a verdict answered it: it issues no eviction this round
+            was.append(wl.preempting)
+            wl.preempting = False
+        self._ahead = (parked, head, was)
+        return Nomination(head, report, tuple(parked), True)
 
     def _handle_admitted(self, msg: Any) -> Any:
         """The messages about the admitted set: reserve, revert, evict, finish, adopt, report."""

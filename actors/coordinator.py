@@ -38,6 +38,7 @@ from actors.cohort import CohortActor
 from actors.deadlines import Deadlines
 from actors.drains import Drains, held_back
 from actors.events import Recording
+from actors.fold import FOLD_LIMIT, Fold
 from actors.messages import (
     Adopt,
     Configure,
@@ -51,7 +52,7 @@ from actors.messages import (
 )
 from actors.node import NodeActor, within_quota
 from actors.pipeline import Pipeline
-from actors.rounds import FOLD_LIMIT, Rounds
+from actors.rounds import Rounds
 from actors.runtime import ActorStopped
 from actors.versions import Versions
 from kueued.engine.wiring import PreemptorFactory, forest_of, make_iterate, queue_order_hook
@@ -72,7 +73,7 @@ ATTEMPTS_KEPT = 10_000
 """Admission attempts kept until the metrics read them (bounded: nothing may read them at all)."""
 
 
-class Coordinator(Rounds, Pipeline, Versions, Drains, Deadlines, Recording, Balances):
+class Coordinator(Rounds, Fold, Pipeline, Versions, Drains, Deadlines, Recording, Balances):
     def __init__(self, world: World, port: ApiPort, *,
                  preemptor: PreemptorFactory,
                  iterate: Iterate | None = None, keep_events: int | None = None) -> None:

@@ -13,7 +13,7 @@ Up and down:   Reclaim (a preemptor's candidate query: up from its ClusterQueue,
                into every subtree that can hold candidates), answered by Reached.
 Down the tree: Evict, then Released (a reclaim in Kueue's two phases: the victim keeps its quota
                until its reservation is cleared, then it is released and requeued).
-Coordinator -> ClusterQueue: Nominate (a round's head and balance), Unpark, Enqueue, Forget,
+Coordinator -> ClusterQueue: Nominate (a round's head and balance), LookFurther, Unpark, Enqueue, Forget,
 Requeue, RequeueParked, Admit, Revert, Evict, Finish, Adopt, Replace, Queued, Sample, Report,
 Reclaim; a workload that leaves its queue (Finish, Forget) is answered with Left, its history.
 Coordinator -> any node: Report, Configure, Recharge.
@@ -139,6 +139,15 @@ class Nomination(Msg, frozen=True):
     report: NodeReport
     parked: tuple[Any, ...] = ()    # (head, verdict) parked ahead, in pop order (with ``known``)
     looked_ahead: bool = False       # whether the queue could fold at all
+
+
+class LookFurther(Msg, frozen=True):
+    """Go on folding from the last ``Nominate`` (or ``LookFurther``): the head it left in flight
+    has a verdict in ``known`` now (the coordinator judged it), so park it and the heads after
+    it that ``known`` answers, up to ``limit`` parks in all; answered with a :class:`Nomination`."""
+
+    known: Any
+    limit: int
 
 
 class Unpark(Msg, frozen=True):

@@ -8,8 +8,8 @@ other half keeps the topology and places workloads).  A round:
    requeues its parked workloads if its tree was marked, pops its head (if active) and
    reports its balance.  The Cohorts are read a level at a time, deepest first, so every
    release has landed (``_fill_cohorts``).  The snapshot holds balances only;
-2. under a clock, each tree's dead rounds are folded (:meth:`Rounds._fold`,
-   :mod:`kueued.scheduling.verdicts`);
+2. under a clock, each tree's dead rounds are folded (:mod:`actors.fold`: the heads the
+   verdicts answer are parked, and the others judged ahead on the snapshot);
 3. each head whose search for victims could run asks the tree for its candidates
    (:mod:`actors.reclaim`): the query climbs from its ClusterQueue and goes down only into
    subtrees that can hold candidates; the queues reached put their workloads in the snapshot;
@@ -44,7 +44,8 @@ import structlog
 
 from actors.cluster_queue import ClusterQueueActor
 from actors.commits import commit_all
-from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim, Released, Requeue, Unpark
+from actors.fold import FOLD_LIMIT
+from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim, Released, Requeue
 from actors.reclaim import ask_all, query_for
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import CycleResult, Entry, run_cycle
@@ -65,10 +66,7 @@ if TYPE_CHECKING:
     from kueued.scheduling.verdicts import Verdicts
     from kueued.world import World
 
-__all__ = ["Rounds", "FOLD_LIMIT"]
-
-FOLD_LIMIT = 256
-"""Heads a ClusterQueue may park ahead in one round when folding dead rounds."""
+__all__ = ["Rounds"]
 
 log = structlog.get_logger("kueued.coordinator")
 
@@ -106,6 +104,7 @@ class Rounds:
         async def settle_commits(self, *, wait: bool) -> bool: ...
         async def _commit(self, granted: list[tuple[Entry, Placement]], now: float) -> None: ...
 
+        async def _fold(self, nominations: list[tuple[str, Nomination]], snap: Snapshot) -> tuple[Heads, bool]: ...
         async def _settle_finishes(self) -> None: ...
         async def reap_terminated(self) -> None: ...
         def _take_requeues(self) -> set[str]: ...
@@ -141,7 +140,7 @@ class Rounds:
         self.afs.observe()  # KEP-4136 samples due by now, and what is held now; the queues pop below
         snap, nominations = await self._nominate()
         if self.clock is not None and self.verdicts.enabled:
-            heads, parked = await self._fold(nominations)
+            heads, parked = await self._fold(nominations, snap)
         else:
             heads, parked = [(n.head, name) for name, n in nominations if n.head is not None], False
         fitting = await self._reclaim(snap, heads)
@@ -349,52 +348,3 @@ class Rounds:
         self._ran(key, self.world.placed.pop(key, None))
         if counted:
             self.evicted[key] = self.evicted.get(key, 0) + 1
-
-    async def _fold(self, nominations: list[tuple[str, Nomination]]) -> tuple[Heads, bool]:
-        """Fold each tree's dead rounds (:mod:`kueued.scheduling.verdicts`).
-
-        Each queue that could look ahead parked the heads the verdicts answer and popped the
-        first they do not.  A tree's rounds are dead up to the first round in which some queue
-        has a head no verdict answers: the fewest parks among its queues that still have a
-        head; a queue that could not look ahead has a live head at once.  Every queue keeps
-        that many parks (``Unpark`` undoes the rest) and its head is that round's.
-        """
-        dead: dict[str, int] = {}  # tree root -> dead rounds
-        heads_of: dict[str, Heads] = {}  # tree root -> its heads
-        for name, n in nominations:
-            root = self.verdicts.root_of(name) or name
-            live = 0 if not n.looked_ahead else len(n.parked) if n.head is not None else None
-            if live is not None:
-                dead[root] = min(dead.get(root, live), live)
-            if n.head is not None:
-                heads_of.setdefault(root, []).append((n.head, name))
-        self._next_look_ahead(dead, heads_of)
-        heads: list[tuple[Any, str]] = []
-        parked_any = False
-        unparking = []
-        for name, n in nominations:
-            root = self.verdicts.root_of(name) or name
-            keep = dead.get(root)
-            if keep is None:
-                self._fold_limit.pop(root, None)  # every queue of the tree ran dry: look far again
-            if keep is not None and keep < len(n.parked):
-                unparking.append((len(heads), name, self.cluster_queues[name].post(Unpark(keep))))
-            kept = n.parked if keep is None else n.parked[:keep]
-            for wl, verdict in kept:  # (its queue settled it as no preemptor: ClusterQueueActor)
-                self.reasons[wl.key] = verdict.message
-            parked_any = parked_any or bool(kept)
-            heads.append((n.head, name))
-        for i, name, reply in unparking:
-            heads[i] = (await reply.result(self.cluster_queues[name].ask_timeout), name)
-        return [(wl, name) for wl, name in heads if wl is not None], parked_any
-
-    def _next_look_ahead(self, dead: dict[str, int], heads_of: dict[str, Heads]) -> None:
-        """A tree looks ahead next round about as far as its rounds were dead this one: a queue
-        that parks far past its tree's dead rounds only has to unpark again.  A tree with a live
-        round does not look ahead at all (on a busy tree every look-ahead was undone) until a
-        round in which the verdicts answer every one of its heads."""
-        cqs = self.forest.cluster_queues
-        for root, rounds in dead.items():
-            if rounds == 0 and not self.verdicts.dead(heads_of.get(root, ()), cqs):
-                rounds = -1
-            self._fold_limit[root] = 0 if rounds < 0 else min(FOLD_LIMIT, 4 * rounds + 8)

@@ -36,7 +36,7 @@ from kueued.scheduling.workload import WorkloadInfo
 if TYPE_CHECKING:
     from kueued.scheduling.verdicts import Verdict, Verdicts
 
-__all__ = ["Target", "Preemptor", "Entry", "CycleResult", "run_cycle", "namespace_matches",
+__all__ = ["Target", "Preemptor", "Entry", "CycleResult", "run_cycle", "judge_alone", "namespace_matches",
            "namespace_labels", "namespace_refused"]
 
 
@@ -201,6 +201,34 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
     return e
 
 
+def judge_alone(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, *, preemptor: Preemptor,
+                namespaces: Mapping[str, Mapping[str, str]], verdicts: Verdicts,
+                fitting: Assignment | None = None) -> Verdict | None:
+    """``wl``'s verdict as ``cq_name``'s head in a cycle on ``snapshot`` when it fails whatever
+    the cycle's other heads do (kept, complete, as :func:`run_cycle` keeps one); None when only
+    a cycle can settle it.  Such a head's nomination fits nowhere and finds no targets:
+    processing then only completes its message (and, for a would-be preemptor, reserves
+    capacity for the rest of that one cycle), so no other entry can change its outcome.
+    The snapshot is not changed.  ``fitting`` as for :func:`run_cycle`; the caller makes sure
+    the nomination needs no candidates the snapshot does not hold."""
+    cq = snapshot.cluster_queues.get(cq_name)
+    if cq is None or not cq.active or wl.victims:
+        return None
+    with snapshot.steady():
+        e = _nominate(snapshot, wl, cq_name, preemptor, namespaces, fitting)
+    if e.assignment is None or e.targets:
+        return None
+    v = verdicts.keep(cq, wl, e.assignment, e.message)
+    if v is not None:
+        v.message = _without_candidates(e.message) if e.mode.needs_preemption else e.message
+        v.reason = e.reason
+    return v
+
+
+def _without_candidates(message: str) -> str:
+    return (message + "; " if message else "") + "no preemption candidates"
+
+
 def _targets(cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment,
              preemptor: Preemptor) -> tuple[list[Target], list[str]]:
     """The targets, and those this workload evicted before (then none: it waits instead)."""
@@ -235,7 +263,7 @@ def _process(snapshot: Snapshot, e: Entry, victims: dict[str, WorkloadInfo], pre
         return
     cq = snapshot.cluster_queues[e.cq]
     if e.mode.needs_preemption and not e.targets:
-        e.message = (e.message + "; " if e.message else "") + "no preemption candidates"
+        e.message = _without_candidates(e.message)
         if cq.spec.preemption.reclaim_within_cohort != "Any":
             cq.add_usage(_to_reserve(e.assignment, cq))
         return

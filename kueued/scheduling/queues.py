@@ -147,23 +147,28 @@ class PendingQueue:
         StrictFIFO queue (a known head comes straight back) or usage ordering."""
         return not self.strict and self.usage_of is None
 
-    def pop_known(self, known: Any, limit: int) -> tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None]:
+    def pop_known(self, known: Any, limit: int, ahead: tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None]
+                  | None = None) -> tuple[list[tuple[WorkloadInfo, Any]], WorkloadInfo | None]:
         """Pop heads while ``known.lookup(head)`` gives a verdict (with a ``reason``: the
         coordinator's :class:`~kueued.scheduling.verdicts.Known`), parking each as
         :meth:`requeue` would, at most ``limit``; returns the parked ones with their verdicts
-        and the first head not known (popped, in flight), or None when the queue ran dry."""
-        parked: list[tuple[WorkloadInfo, Any]] = []
-        self._sticky_after = []
+        and the first head not known (popped, in flight), or None when the queue ran dry.
+        ``ahead``: the last call's answer, to go on from (its head, in flight, may be known now)."""
+        parked, head = ahead if ahead is not None else ([], None)
+        if ahead is None:
+            self._sticky_after = []
         while True:
-            head = self.pop_head()
             if head is None:
-                return parked, None
+                head = self.pop_head()
+                if head is None:
+                    return parked, None
             verdict = known.lookup(head) if len(parked) < limit else None
             if verdict is None:
                 return parked, head
             self._sticky_after.append(self.sticky)  # as it was once this head was popped
             self.requeue(head, verdict.reason)
             parked.append((head, verdict))
+            head = None
 
     def unpark(self, parked: list[tuple[WorkloadInfo, Any]], head: WorkloadInfo | None,
                keep: int) -> WorkloadInfo:

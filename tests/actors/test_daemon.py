@@ -96,9 +96,10 @@ def test_sd_notify_is_a_no_op_outside_systemd(monkeypatch) -> None:
 
 def test_a_long_backlog_pauses_its_rounds_to_read_the_source_and_resumes(tmp_path: Path) -> None:
     from structlog.testing import capture_logs
-    # a is admitted; b..e park one per round.  The injected clock moves a whole interval at
-    # every read, so the rounds pause after each one, as a backlog longer than the interval would.
-    _write(tmp_path / "all.yaml", [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="1")),
+    # a..e are admitted one per round (a queue admits one head a cycle).  The injected clock moves a
+    # whole interval at every read, so the rounds pause after each one, as a backlog longer than the
+    # interval would.
+    _write(tmp_path / "all.yaml", [namespace("ns"), flavor("default"), cluster_queue("cq", quotas("default", cpu="5")),
                                    local_queue("lq", "ns", "cq"),
                                    *(workload(n, "ns", "lq", created=i, cpu="1") for i, n in enumerate("abcde"))])
     now = [0.0]
@@ -123,7 +124,7 @@ def test_a_long_backlog_pauses_its_rounds_to_read_the_source_and_resumes(tmp_pat
         anyio.run(main)
     paused = [e for e in logs if e["event"] == "rounds_paused"]
     assert all(e["rounds"] == 1 for e in paused) and len(paused) >= 4
-    assert settled == [({"ns/a"}, len(paused) + 1)]  # observers see only the quiescent state
+    assert settled == [({f"ns/{n}" for n in "abcde"}, len(paused) + 1)]  # observers see only the quiescent state
 
 
 def test_a_first_load_rebuilds_the_tree_once_and_its_workloads_still_land(tmp_path: Path, monkeypatch) -> None:

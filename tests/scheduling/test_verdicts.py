@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import actors.rounds as rounds_module
 import kueued.scheduling.cycle as cycle_module
 from actors.harness import LiveEngine
 from actors.simulation import simulate_timed
+from kueued.scheduling.cycle import run_cycle as real_cycle
 from kueued.scheduling.verdicts import Verdicts, shape_of
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.trace import ARRIVAL, RUNTIME
@@ -47,6 +49,12 @@ _config = st.tuples(st.sampled_from(["BestEffortFIFO", "StrictFIFO"]),
                     st.sampled_from(["Never", "LowerPriority"]))
 
 
+def _plain(mp: pytest.MonkeyPatch) -> None:
+    """Judge every head in its own cycle: nothing recalled, nothing folded (no queue looks ahead)."""
+    mp.setattr(Verdicts, "recall", lambda self, cq, wl: None)
+    mp.setattr(Verdicts, "known", lambda self, cluster_queue: None)
+
+
 def _decisions(run) -> tuple:
     return run.summary.workloads, run.report.workloads, run.summary.admissions, run.summary.evictions
 
@@ -56,7 +64,7 @@ def _decisions(run) -> tuple:
 def test_verdicts_and_folding_decide_as_full_nomination_does(config: tuple, workloads: list[tuple]) -> None:
     manifests = setup(*config) + [timed(f"w{i}", *w) for i, w in enumerate(workloads)]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Verdicts, "recall", lambda self, cq, wl: None)  # judge every head, fold nothing
+        _plain(mp)
         plain = simulate_timed(manifests)
     assert _decisions(simulate_timed(manifests)) == _decisions(plain)
 
@@ -84,9 +92,26 @@ def test_verdicts_and_folding_decide_as_full_nomination_does_in_a_nested_tree(co
                                                                                workloads: list[tuple]) -> None:
     manifests = nested(*config) + [timed(f"w{i}", *w) for i, w in enumerate(workloads)]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Verdicts, "recall", lambda self, cq, wl: None)
+        _plain(mp)
         plain = simulate_timed(manifests)
     assert _decisions(simulate_timed(manifests)) == _decisions(plain)
+
+
+def _timed_engine(world: World) -> LiveEngine:
+    """An engine under a clock (dead rounds fold only then) whose preemptor finds nothing."""
+    return LiveEngine(world, preemptor=lambda snap, w, afs: _Counting(), clock=lambda: 4_000_000_000.0)
+
+
+def _record_nominations(mp: pytest.MonkeyPatch) -> list[str]:
+    """Every head fully judged from now on (in a cycle or ahead of one), in order."""
+    judged: list[str] = []
+    real = cycle_module._nominate
+
+    def counting(snap, wl, *args, **kw):
+        judged.append(wl.key)
+        return real(snap, wl, *args, **kw)
+    mp.setattr(cycle_module, "_nominate", counting)
+    return judged
 
 
 def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -> None:
@@ -95,20 +120,43 @@ def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -
     for m in [namespace("ns"), flavor("default"), cluster_queue("q", quotas("default", cpu="1")),
               local_queue("lq", "ns", "q"), *(workload(f"w{i}", "ns", "lq", cpu="2") for i in range(10))]:
         world.apply(m)
-    judged = []
-    real = cycle_module._nominate
-
-    def counting(snap, wl, *args, **kw):
-        judged.append(wl.key)
-        return real(snap, wl, *args, **kw)
-    with pytest.MonkeyPatch.context() as mp, LiveEngine(world, preemptor=lambda snap, w, afs: _Counting(),
-                                                       clock=lambda: 4_000_000_000.0) as eng:
-        mp.setattr(cycle_module, "_nominate", counting)
+    with pytest.MonkeyPatch.context() as mp, _timed_engine(world) as eng:
+        judged = _record_nominations(mp)
         eng.run(max_cycles=1)  # w0 judged and parked
         eng.run()  # the next nine are known dead: parked without a cycle entry
         assert len(eng.coordinator.cluster_queues["q"].queue.inadmissible) == 10
     assert judged == ["ns/w0"]
     assert all("insufficient" in eng.reasons[f"ns/w{i}"] for i in range(10))
+
+
+def test_heads_no_verdict_answers_are_judged_ahead_up_to_the_trees_first_live_round() -> None:
+    """Queue q holds four heads of four shapes too big for the tree; queue p beside it one such
+    head, then one that fits.  The first round judges ahead: p's second head is live, so the
+    tree's first live round is its second.  q keeps one park (the rest go back, unjudged past
+    that round), and the one cycle run judges q's second head and admits p's; no dead head
+    is judged twice."""
+    world = World()
+    for m in [namespace("ns"), flavor("default"), cohort("org"),
+              cluster_queue("q", quotas("default", cpu="1"), cohort="org"),
+              cluster_queue("p", quotas("default", cpu="1"), cohort="org"),
+              local_queue("lq", "ns", "q"), local_queue("lp", "ns", "p"),
+              *(workload(f"q{i}", "ns", "lq", cpu=str(5 + i), created=i) for i in range(4)),
+              workload("p0", "ns", "lp", cpu="9", created=0), workload("p1", "ns", "lp", cpu="1", created=1)]:
+        world.apply(m)
+    with pytest.MonkeyPatch.context() as mp, _timed_engine(world) as eng:
+        judged = _record_nominations(mp)
+        cycles = []
+        mp.setattr(rounds_module, "run_cycle", lambda snap, heads, **kw: (
+            cycles.append(sorted(wl.key for wl, _ in heads)), real_cycle(snap, heads, **kw))[1])
+        eng.run(max_cycles=1)
+        queues = eng.coordinator.cluster_queues
+        assert set(queues["q"].queue.inadmissible) == {"ns/q0"}  # (q1's requeue rides on the next message)
+        assert {wl.key for wl in queues["q"].queue.pending()} == {"ns/q0", "ns/q2", "ns/q3"}
+        assert set(queues["p"].admitted) == {"ns/p1"}
+    assert cycles == [["ns/p1", "ns/q1"]]
+    # p1 was live when judged alone, so the cycle judged it again
+    assert sorted(judged) == ["ns/p0", "ns/p1", "ns/p1", "ns/q0", "ns/q1"]
+    assert "insufficient quota" in eng.reasons["ns/q0"] and "insufficient quota" in eng.reasons["ns/q1"]
 
 
 def test_any_change_in_the_tree_invalidates_its_verdicts() -> None:
