@@ -7,7 +7,8 @@ their CRDs, and a cluster that installs these can run their tools.  What differs
 schema: one version (``v1beta2``; Koordinator's ``v1alpha1``), served and stored, whose
 OpenAPI schema is generated (:mod:`kueued.kube.schema`) from the Structs kueued decodes
 (:mod:`kueued.model.api`) and writes (:mod:`kueued.kube.shapes`).  It types what kueued
-knows and keeps the rest, so a manifest Kueue accepts is stored whole, and it carries
+knows, keeps whole what Kueue declares and kueued does not type, and below ``spec`` declares
+Kueue's fields and no others (``kubectl`` refuses a typo, as on a Kueue cluster), and it carries
 Kueue's own field defaults (:data:`KUEUE_DEFAULTS`) and Kueue's CEL rules with the list limits
 they need (:mod:`kueued.kube.crd_rules`), so the API server refuses what it refuses on a Kueue
 cluster; Kueue's webhook rules stay in :mod:`kueued.model.validation`, which reports a refusal
@@ -21,6 +22,7 @@ schema, which costs nothing and keeps every kind alike for the API layer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ from kueued.kube import shapes
 from kueued.kube.crd_rules import ENUMS, LIMITS, LIST_MAPS, RULES
 from kueued.kube.schema import structural
 from kueued.model import api
+from kueued.model.validation.known_fields import FIELDS
 
 __all__ = ["CrdKind", "KINDS", "KUEUE_DEFAULTS", "KUEUE_GROUP", "KOORDINATOR_GROUP", "crd", "crds"]
 
@@ -150,7 +153,26 @@ def schema(kind: CrdKind) -> dict[str, Any]:
         item["required"] = [*item.get("required", []), *(k for k in keys if k not in item.get("required", []))]
     for path, rule, message in RULES.get(kind.kind, []):
         _node(out, path).setdefault("x-kubernetes-validations", []).append({"rule": rule, "message": message})
+    _declared_only(out, FIELDS.get(kind.kind, {}))
     return out
+
+
+def _declared_only(root: dict[str, Any], nodes: Mapping[str, tuple[str, ...]]) -> None:
+    """Kueue's declared fields and no others at every node :data:`~kueued.model.validation.known_fields.FIELDS`
+    lists, as Kueue's structural CRDs have them: ``kubectl apply`` (strict field validation by
+    default) refuses a typo'd ``spec.queuename`` or a v1beta1 ``spec.cohort`` with ``unknown
+    field``, naming it, instead of storing an object kueued then refuses.  A declared field the
+    Structs do not type is kept whole (it is checked by kueued's validation or not kueued's to
+    judge); a node not listed (a pod ``template``, ``status``) keeps whatever it holds."""
+    for path, names in nodes.items():
+        try:
+            node = _node(root, path)
+        except KeyError:
+            continue  # below a field kept whole
+        node.pop("x-kubernetes-preserve-unknown-fields", None)
+        properties = node.setdefault("properties", {})
+        for name in names:
+            properties.setdefault(name, {"x-kubernetes-preserve-unknown-fields": True})
 
 
 def _node(root: dict[str, Any], path: str) -> dict[str, Any]:

@@ -17,7 +17,8 @@ is JSON Schema with rules of its own.  :func:`structural` walks the one into the
   have many fields kueued does not model (``admissionChecks``, ``topologyRequest``, the
   rest of a PodSpec); a structural schema would prune them, and ``kubectl apply`` (strict
   field validation by default) would refuse them.  Keeping them means a user's object is
-  stored whole and reads back as written; the fields kueued knows are still typed.
+  stored whole and reads back as written; the fields kueued knows are still typed.  (The
+  CRDs then close the nodes whose fields Kueue declares: :mod:`kueued.kube.crds`.)
 - ``default`` is dropped: msgspec gives every Struct field a default (``cohortName: ""``...),
   most of which Kueue's CRDs do not declare; the ones they do are added by
   :mod:`kueued.kube.crds`.  ``title``/``description`` (docstrings) are dropped too.

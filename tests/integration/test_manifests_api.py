@@ -175,11 +175,12 @@ def test_kueue_s_defaults_are_filled_in_as_on_a_kueue_cluster(installed):
 
 
 def test_fields_kueued_does_not_model_are_kept(installed):
+    """Fields Kueue declares and kueued does not type (admission checks, a TAS request, a pod
+    template) are stored whole and read back as written."""
     ns = NS_PREFIX + "unmodelled"
     _ensure_namespaces(installed, {ns})
     cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-unmodelled"},
           "spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "prov", "onFlavors": ["a"]}]},
-                   "excludeResourcePrefixes": ["ephemeral-storage"],
                    "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
                        {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]}}
     wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
@@ -197,6 +198,27 @@ def test_fields_kueued_does_not_model_are_kept(installed):
     got_wl = installed.kubectl_json("get", "workloads.kueue.x-k8s.io", "it-unmodelled", "-n", ns)
     assert got_cq["spec"] == _defaulted("ClusterQueue", cq)["spec"]
     assert got_wl["spec"] == _defaulted("Workload", wl)["spec"]
+
+
+@pytest.mark.parametrize(("manifest", "field"), [
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-v1beta1"},
+                  "spec": {"cohort": "org"}}, "cohort", id="cq-v1beta1-cohort"),
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                  "metadata": {"name": "it-typo", "namespace": "default"},
+                  "spec": {"queuename": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {}}}]}},
+                 "queuename", id="workload-typo"),
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-deep"},
+                  "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                      {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 1, "borrowLimit": 2}]}]}]}},
+                 "borrowLimit", id="cq-nested-typo"),
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                  "metadata": {"name": "it-lq-typo", "namespace": "default"},
+                  "spec": {"clusterQueue": "x", "weight": 2}}, "weight", id="localqueue-typo"),
+])
+def test_kubectl_refuses_a_field_kueues_schema_does_not_declare(installed, manifest, field):
+    """kubectl validates fields strictly by default: as against Kueue's CRDs, the apply fails and names the field."""
+    refused = _apply(installed, [manifest], "--dry-run=server", check=False)
+    assert refused.returncode != 0 and f'unknown field "{field}"' in refused.stderr, refused.stderr
 
 
 @pytest.mark.parametrize(("manifest", "path"), [

@@ -168,7 +168,9 @@ def test_workload_types_what_kueued_reads_and_keeps_the_rest():
     pod_set = _at(wl, "spec", "podSets", "[]")
     assert _at(pod_set, "count") == {"type": "integer", "default": 1}  # Kueue's default
     assert _at(pod_set, "minCount") == {"type": "integer", "nullable": True}
-    assert pod_set["x-kubernetes-preserve-unknown-fields"] is True  # topologyRequest and the like
+    # Kueue's declared fields only (a typo is refused); topologyRequest, not typed here, is kept whole
+    assert "x-kubernetes-preserve-unknown-fields" not in pod_set
+    assert _at(pod_set, "topologyRequest") == {"x-kubernetes-preserve-unknown-fields": True}
     pod_spec = _at(pod_set, "template", "spec")
     assert pod_spec["x-kubernetes-preserve-unknown-fields"] is True  # the rest of a PodSpec
     assert _at(pod_spec, "affinity") == {"type": "object", "x-kubernetes-preserve-unknown-fields": True,

@@ -4,8 +4,10 @@
 not declare (a v1beta1 ``spec.cohort`` in a v1beta2 ClusterQueue, a typo'd ``spec.queuename``)
 is an error, ``unknown field "spec.cohort"``.  kueued read such an object without the field, so
 the ClusterQueue quietly had no cohort and the Workload no queue: a scheduling decision the user
-never asked for.  kueued's own CRDs keep fields they do not type (so a newer Kueue's manifests
-are stored whole), so the daemon relies on this check as ``simulate`` does.
+never asked for.  kueued's CRDs declare these same fields (:mod:`kueued.kube.crds`), so on a
+cluster ``kubectl apply`` refuses such an object as it would against Kueue's; the daemon still
+checks every object it reads (stored before, or written by a client without strict validation,
+whose undeclared fields the API server drops), as ``simulate`` does.
 
 :data:`FIELDS` lists, per kind and per object node (``a.b[]``: every item of list ``b``), the
 fields Kueue's schema declares there, read from its v1beta2 CRDs (``config/components/crd/bases``)
