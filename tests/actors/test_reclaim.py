@@ -83,6 +83,29 @@ def test_a_reclaim_query_reaches_what_the_pure_search_looks_at_and_decides_alike
                 assert _decide(_only(final, reached), world, key, name) == _decide(final, world, key, name), key
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.booleans(), st.randoms(use_true_random=False))
+def test_a_round_s_queries_reach_together_what_each_reaches_alone(docs, fair, rnd) -> None:
+    """``ask_all`` does not send a classical query whose preemptor an earlier one searched: what
+    a round's queries reach together is still exactly what each reaches alone, put together."""
+    from actors.reclaim import ask_all
+    if fair:
+        docs = [FAIR_SHARING, *docs]
+    world, engine = _settled(docs)
+    with engine:
+        engine.run(max_cycles=500)
+        final = engine.state
+        actors = engine.coordinator.cluster_queues
+        queries = [Reclaim(name, frozenset(cq.node.limits), fair, cohort=rnd.random() < 0.8)
+                   for name, cq in final.cluster_queues.items() if cq.node.limits]
+        rnd.shuffle(queries)
+        together = engine._call(ask_all, actors, queries)
+        alone: dict[str, tuple] = {}
+        for q in queries:
+            alone.update(engine._call(gather, actors[q.preemptor], q)[0])
+    assert {k: [wl.key for wl in v] for k, v in together.items()} == {k: [wl.key for wl in v] for k, v in alone.items()}
+
+
 def test_a_query_skips_a_subtree_within_its_quota_and_enters_one_over_it() -> None:
     """root: left {a (3 cpu, holds 3), b (3, holds 0)}, right {c (2, holds 4: borrowing), d}.
 
