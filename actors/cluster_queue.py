@@ -216,13 +216,14 @@ class ClusterQueueActor(NodeActor):
         on one of the FRs (a queue within its quota is no fair-sharing target)."""
         own = query.up and query.preemptor == self.name
         more: tuple[Any, ...] = ()
-        if own and query.cohort and self.parent is not None:
-            more = (self.parent.post(Reclaim(query.preemptor, query.frs, query.fair, came_from=self.name)),)
+        if own and query.cohort and self.parent is not None and self.parent.key not in query.skip:
+            more = (self.parent.post(Reclaim(query.preemptor, query.frs, query.fair, came_from=self.key,
+                                             skip=query.skip)),)
         if not own and (not self.active or (query.fair and not self._borrows(query.frs))):
-            return Reached(searched=(self.name,))
+            return Reached(searched=(self.key,))
         frs = query.frs
         found = tuple(wl for wl in self.admitted.values() if not frs.isdisjoint(wl.usage))
-        return Reached(((self.name, found),), (self.name,), more)
+        return Reached(((self.name, found),), (self.key,), more)
 
     def _borrows(self, frs: frozenset[tuple[str, str]]) -> bool:
         usage, nominal = self.node.usage, self.node.subtree

@@ -50,7 +50,7 @@ from actors.messages import (
     Recharge,
     RequeueParked,
 )
-from actors.node import NodeActor, within_quota
+from actors.node import NodeActor, node_key, within_quota
 from actors.pipeline import Pipeline
 from actors.rounds import Rounds
 from actors.runtime import ActorStopped
@@ -165,7 +165,8 @@ class Coordinator(Rounds, Fold, Pipeline, Versions, Drains, Deadlines, Recording
         for item in items:
             node = item.node
             parent = self.cohorts[node.parent.name] if node.parent is not None else None
-            children = tuple((c.name, self._actor(c.name, c.is_cohort), within_quota(c)) for c in node.children)
+            children = tuple((node_key(c.name, is_cohort=c.is_cohort), self._actor(c.name, c.is_cohort),
+                              within_quota(c)) for c in node.children)
             queue = (item.active, _strict(item)) if isinstance(item, ClusterQueueSnapshot) else (True, False)
             await self._actor(item.name, node.is_cohort).ask(
                 Configure(node.limits, node.subtree, parent, children, *queue))

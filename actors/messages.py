@@ -53,7 +53,7 @@ class Reclaim(Msg, frozen=True):
     Sent by the coordinator to the preemptor's ClusterQueue, which answers with its own
     workloads on ``frs`` and sends the query ``up``; a Cohort sends it down into each other
     child subtree that can hold candidates and on up; ``came_from`` is the child already
-    searched.  Classical preemption (``fair`` False) prunes a subtree whose usage is within
+    searched (its node key).  Classical preemption (``fair`` False) prunes a subtree whose usage is within
     its quota on every FR of ``frs`` (Kueue's hierarchical candidate walk: nothing there can
     be reclaimed); under fair sharing a ClusterQueue answers only when it borrows on one of
     ``frs`` (Kueue's fair-sharing candidates), and no Cohort prunes.
@@ -64,12 +64,16 @@ class Reclaim(Msg, frozen=True):
     fair: bool = False
     cohort: bool = True   # may take quota back in the Cohort (else only in its own queue)
     up: bool = True
+    # nodes an earlier classical query of the round on the same FRs searched: not entered again
+    # (everything a walk would find in or above one was found then: actors.reclaim.ask_all)
+    skip: frozenset[str] = frozenset()
     came_from: str = ""
 
 
 class Reached(Msg, frozen=True):
     """A node's part of a Reclaim answer: the admitted workloads it holds on the FRs
-    (ClusterQueues only; ``found`` is (ClusterQueue, workloads) pairs), the nodes it searched,
+    (ClusterQueues only; ``found`` is (ClusterQueue, workloads) pairs), the nodes it searched
+    (by node key, ``actors.node.node_key``: a Cohort and a ClusterQueue may share a name),
     and the answers still to come from the nodes it sent the query on to (``more``: reply
     slots the asker awaits, so no node ever waits on another and no query can deadlock)."""
 

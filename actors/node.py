@@ -49,15 +49,22 @@ from kueued.quota.node import QuotaNode
 __all__ = ["NodeActor", "within_quota"]
 
 
+def node_key(name: str, *, is_cohort: bool) -> str:
+    """How the tree's messages name a node: a Cohort and a ClusterQueue may share a name (two
+    kinds), so a child, a query's origin and a searched node are named with their kind."""
+    return ("cohort/" if is_cohort else "queue/") + name
+
+
 class NodeActor(Actor):
     handles_at_once = True  # most of a round's messages find their queue idle (actors.runtime)
 
     def __init__(self, name: str, *, is_cohort: bool) -> None:
         super().__init__(name)
         self.node = QuotaNode(name, is_cohort=is_cohort)
+        self.key = node_key(name, is_cohort=is_cohort)
         self.parent: NodeActor | None = None
-        self.children: dict[str, tuple[NodeActor, FRAmounts]] = {}  # name -> (actor, within)
-        self.held: dict[str, FRAmounts] = {}  # child -> what it holds of this node
+        self.children: dict[str, tuple[NodeActor, FRAmounts]] = {}  # node key -> (actor, within)
+        self.held: dict[str, FRAmounts] = {}  # child's node key -> what it holds of this node
 
     def configure(self, limits: Any, subtree: FRAmounts, parent: NodeActor | None,
                   children: tuple[tuple[str, Any, FRAmounts], ...] = ()) -> None:
@@ -109,8 +116,8 @@ class NodeActor(Actor):
             self.node.usage[fr] = self.node.usage.get(fr, 0) + v
         self._count(child, amounts, +1)
         if charges and self.parent is not None:
-            request = (Reserve(workload, charges, self.name) if not force
-                       else _Force(workload, charges, self.name))
+            request = (Reserve(workload, charges, self.key) if not force
+                       else _Force(workload, charges, self.key))
             reply = self.parent.post(request)
             if reply.done:  # the parent was idle and answered at once
                 return self._parent_answered(reply.value if reply.ok else _raise(reply.value), amounts, child)
@@ -135,16 +142,18 @@ class NodeActor(Actor):
         asker, who awaits them (``Reached.more``).  A ClusterQueue answers for itself
         (``ClusterQueueActor.reclaim``)."""
         more = []
-        down = Reclaim(query.preemptor, query.frs, query.fair, up=False)
-        for name, (actor, within) in self.children.items():
-            if name == query.came_from or name == query.preemptor:
+        down = Reclaim(query.preemptor, query.frs, query.fair, up=False, skip=query.skip)
+        preemptor = node_key(query.preemptor, is_cohort=False)
+        for key, (actor, within) in self.children.items():
+            if key == query.came_from or key == preemptor or key in query.skip:
                 continue
-            if not query.fair and self._child_within(name, within, query.frs):
+            if not query.fair and self._child_within(key, within, query.frs):
                 continue  # within its quota on every FR asked: nothing below can be reclaimed
             more.append(actor.post(down))
-        if query.up and self.parent is not None:
-            more.append(self.parent.post(Reclaim(query.preemptor, query.frs, query.fair, came_from=self.name)))
-        return Reached(searched=(self.name,), more=tuple(more))
+        if query.up and self.parent is not None and self.parent.key not in query.skip:
+            more.append(self.parent.post(Reclaim(query.preemptor, query.frs, query.fair, came_from=self.key,
+                                                 skip=query.skip)))
+        return Reached(searched=(self.key,), more=tuple(more))
 
     def _child_within(self, child: str, within: FRAmounts, frs: frozenset[tuple[str, str]]) -> bool:
         """Kueue's ``IsWithinNominalInResources`` for a child, from what it holds of this node."""
@@ -190,7 +199,7 @@ class NodeActor(Actor):
             self.node.usage[fr] = self.node.usage.get(fr, 0) - v
         self._count(child, amounts, -1)
         if charges and self.parent is not None:
-            self.parent.tell(Release(workload, charges, self.name))
+            self.parent.tell(Release(workload, charges, self.key))
 
 
 _GRANTED = Granted()

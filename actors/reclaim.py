@@ -34,8 +34,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+import msgspec
+
 from actors.messages import Reached, Reclaim
-from actors.node import NodeActor
+from actors.node import NodeActor, node_key
 from kueued.scheduling import partial
 from kueued.scheduling.flavors import Assignment, Mode, assign_flavors
 from kueued.scheduling.preemption.policy import NEVER
@@ -91,12 +93,22 @@ async def ask_all(actors: Mapping[str, NodeActor], queries: Iterable[Reclaim], *
     up, were searched already, and a classical query's answer from a queue does not depend
     on who asks (only a fair-sharing one does: a queue answers it only when borrowing, but
     always to its own preemptor).  A round's preemptors in one busy tree made one walk each
-    over the whole tree before (66 % of ``bench/throughput.py``'s preemption shape)."""
+    over the whole tree before (66 % of ``bench/throughput.py``'s preemption shape).
+
+    For the same reason a classical query that is sent skips the nodes earlier ones on its FRs
+    searched (``Reclaim.skip``): it does not go down into one, nor up into one.  A walk that
+    searched a node entered each of its children not within its quota (or came up through
+    one), and a walk that left its own queue went up to the root; so what a walk would find
+    in or above a searched node was found already."""
     found: dict[str, tuple[WorkloadInfo, ...]] = {}
     covered: dict[frozenset[tuple[str, str]], set[str]] = {}  # FRs -> the nodes classical walks searched
     for q in queries:
-        if not q.fair and q.preemptor in covered.get(q.frs, ()):
-            continue
+        if not q.fair:
+            seen = covered.get(q.frs, ())
+            if node_key(q.preemptor, is_cohort=False) in seen:
+                continue
+            if seen:
+                q = msgspec.structs.replace(q, skip=frozenset(seen))
         walk: list[str] = []
         await _collect([actors[q.preemptor].post(q)], found, walk, timeout)
         if not q.fair:

@@ -271,7 +271,7 @@ def test_reserving_then_releasing_is_the_identity(nodes, base, extra) -> None:
             for a in actors.values():  # at rest, each child's count is its share of its usage
                 for c in actors.values():
                     if c.parent is a:
-                        assert a.held.get(c.name, {}).get(FR, 0) == qn.parent_share(
+                        assert a.held.get(c.key, {}).get(FR, 0) == qn.parent_share(
                             c.node, FR, c.node.usage.get(FR, 0))
             for leaf, key, value in granted:
                 await leaf.ask(Release(key, {FR: value}))

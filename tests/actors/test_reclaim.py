@@ -131,8 +131,8 @@ def test_a_query_skips_a_subtree_within_its_quota_and_enters_one_over_it() -> No
                                        Reclaim("b", frozenset({("default", "cpu")})))
     assert set(found) == {"b", "c"}
     assert [wl.key for wl in found["c"]] == ["ns/c1"]
-    assert {"a", "d"}.isdisjoint(searched)  # never sent to the pruned ones
-    assert set(searched) >= {"b", "left", "root", "right", "c"}
+    assert {"queue/a", "queue/d"}.isdisjoint(searched)  # never sent to the pruned ones
+    assert set(searched) >= {"queue/b", "cohort/left", "cohort/root", "cohort/right", "queue/c"}
 
 
 def test_a_query_never_waits_inside_the_tree() -> None:
@@ -155,3 +155,25 @@ def test_a_query_never_waits_inside_the_tree() -> None:
     held = {name for name, wls in found.items() if wls}
     assert held == {p.cluster_queue for p in world.placed.values()}
 
+
+
+def test_a_cohort_and_a_cluster_queue_of_the_same_name_are_two_nodes() -> None:
+    """Kueue's Cohorts and ClusterQueues are two kinds, so a Cohort ``a`` may sit beside a
+    ClusterQueue ``a``.  ClusterQueue ``a`` borrows the 2 cpu of Cohort ``a``'s queue ``b``; when
+    ``b`` wants them back its query climbs through Cohort ``a`` to the root, which must still
+    enter ClusterQueue ``a`` (the tree once named both ``a``, took the queue for the Cohort the
+    query came from, and ``b`` waited for ever)."""
+    from actors.simulation import simulate_timed
+    from kueued.trace import ARRIVAL
+    from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
+    docs = [namespace("ns"), flavor("default"), cohort("root"), cohort("a", parent="root"),
+            cluster_queue("a", quotas("default", cpu="0"), cohort="root"),
+            cluster_queue("b", quotas("default", cpu="2"), cohort="a",
+                          preemption={"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"}),
+            local_queue("lq-a", "ns", "a"), local_queue("lq-b", "ns", "b"),
+            workload("wa", "ns", "lq-a", cpu="2"), workload("wb", "ns", "lq-b", cpu="2", created=1)]
+    docs[-2]["metadata"]["annotations"] = {ARRIVAL: "0"}
+    docs[-1]["metadata"]["annotations"] = {ARRIVAL: "5"}
+    run = simulate_timed(docs)
+    assert run.report.workloads["ns/wb"].state == "admitted"
+    assert run.report.workloads["ns/wa"].state == "pending" and run.report.workloads["ns/wa"].preemptions == 1
