@@ -177,3 +177,26 @@ def test_a_cohort_and_a_cluster_queue_of_the_same_name_are_two_nodes() -> None:
     run = simulate_timed(docs)
     assert run.report.workloads["ns/wb"].state == "admitted"
     assert run.report.workloads["ns/wa"].state == "pending" and run.report.workloads["ns/wa"].preemptions == 1
+
+
+def test_a_later_query_still_enters_what_an_earlier_one_did_not_search() -> None:
+    """a asks only in its own queue (reclaimWithinCohort Never), so its walk searches a alone;
+    b's walk after it must still climb and enter c, which borrows: the skipped set is what
+    earlier walks searched, nothing more."""
+    from actors.reclaim import ask_all
+    from tests.builders import cluster_queue, cohort, flavor, local_queue, namespace, quotas, workload
+    fr = frozenset({("default", "cpu")})
+    docs = [namespace("ns"), flavor("default"), cohort("root"),
+            cohort("left", parent="root"), cohort("right", parent="root"),
+            cluster_queue("a", quotas("default", cpu="2"), cohort="left"),
+            cluster_queue("b", quotas("default", cpu="2"), cohort="left"),
+            cluster_queue("c", quotas("default", cpu="0"), cohort="right"),
+            *(local_queue(f"lq-{q}", "ns", q) for q in "abc"),
+            workload("a1", "ns", "lq-a", cpu="1"), workload("c1", "ns", "lq-c", cpu="2", created=1)]
+    world, engine = _settled(docs)
+    with engine:
+        engine.run()
+        assert "ns/c1" in world.placed
+        queries = [Reclaim("a", fr, cohort=False), Reclaim("b", fr)]
+        together = engine._call(ask_all, engine.coordinator.cluster_queues, queries)
+    assert {k: [wl.key for wl in v] for k, v in together.items()} == {"a": ["ns/a1"], "b": [], "c": ["ns/c1"]}
