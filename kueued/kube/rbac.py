@@ -9,6 +9,12 @@ Cluster-wide rules become the ClusterRole ``kueued``; the lease rule (leader ele
 becomes a Role in kueued's own namespace, so kueued cannot touch another controller's
 lease.  Both are bound to the ServiceAccount ``kueued`` there and, when asked, to a plain
 user (integration tests authenticate as user ``kueued`` with a client certificate).
+
+The user gets bindings of its own (``kueued:user:NAME``) rather than a second subject in the
+ServiceAccount's: ``subjects`` is one atomic list to server-side apply, so a cluster set up
+with a user (``make dev-cluster`` binds user ``kueued``) would otherwise refuse a later plain
+``kueued manifests | kubectl apply --server-side -f -`` with a conflict on it.  Now the two
+streams agree on every object they share.
 """
 
 from __future__ import annotations
@@ -113,29 +119,37 @@ def _policy(rule: Rule) -> dict[str, Any]:
     return {"apiGroups": [rule.group], "resources": list(rule.resources), "verbs": list(rule.verbs)}
 
 
-def _subjects(namespace: str, user: str | None) -> list[dict[str, Any]]:
-    subjects: list[dict[str, Any]] = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
-    if user:
-        subjects.append({"kind": "User", "apiGroup": _RBAC, "name": user})
-    return subjects
+def _bindings(name: str, namespace: str, labels: dict[str, str],
+              subjects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ClusterRoleBinding and the lease RoleBinding called ``name`` for these subjects."""
+    return [
+        {"apiVersion": f"{_RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name, "labels": labels},
+         "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": NAME}, "subjects": subjects},
+        {"apiVersion": f"{_RBAC}/v1", "kind": "RoleBinding",
+         "metadata": {"name": name, "namespace": namespace, "labels": labels},
+         "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": NAME}, "subjects": subjects},
+    ]
 
 
 def rbac(*, namespace: str = "kueued-system", user: str | None = None) -> list[dict[str, Any]]:
-    """The Namespace, ServiceAccount, roles and bindings, in the order ``kubectl apply`` needs."""
+    """The Namespace, ServiceAccount, roles and bindings, in the order ``kubectl apply`` needs;
+    with ``user``, that user's own bindings last."""
     labels = {"app.kubernetes.io/managed-by": "kueued"}
-    subjects = _subjects(namespace, user)
-    return [
+    account = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+    cluster_binding, lease_binding = _bindings(NAME, namespace, labels, account)
+    docs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}},
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": NAME, "namespace": namespace, "labels": labels}},
         {"apiVersion": f"{_RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": labels},
          "rules": [_policy(r) for r in RULES if not r.namespaced]},
-        {"apiVersion": f"{_RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": NAME, "labels": labels},
-         "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": NAME}, "subjects": subjects},
+        cluster_binding,
         {"apiVersion": f"{_RBAC}/v1", "kind": "Role",
          "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
          "rules": [_policy(r) for r in RULES if r.namespaced]},
-        {"apiVersion": f"{_RBAC}/v1", "kind": "RoleBinding",
-         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
-         "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": NAME}, "subjects": subjects},
+        lease_binding,
     ]
+    if user:
+        docs += _bindings(f"{NAME}:user:{user}", namespace, labels,
+                          [{"kind": "User", "apiGroup": _RBAC, "name": user}])
+    return docs

@@ -221,6 +221,25 @@ def test_kubectl_refuses_a_field_kueues_schema_does_not_declare(installed, manif
     assert refused.returncode != 0 and f'unknown field "{field}"' in refused.stderr, refused.stderr
 
 
+def test_the_plain_stream_applies_over_one_with_a_user_without_conflicts(installed):
+    """``make dev-cluster`` applies ``kueued manifests --user kueued`` as field manager ``kueued``;
+    a user then pipes the plain ``kueued manifests`` into ``kubectl apply --server-side`` (its own
+    manager, no ``--force-conflicts``), as the README says: nothing may conflict."""
+    user = "it-reapply"
+    try:
+        installed.kubectl_run("apply", "--server-side", "--force-conflicts", "--field-manager=kueued", "-f", "-",
+                              stdin=render(user=user))
+        again = installed.kubectl_run("apply", "--server-side", "--field-manager=it-reapplier", "-f", "-",
+                                      stdin=render(), check=False)
+        assert again.returncode == 0, again.stderr
+        binding = installed.kubectl_json("get", "clusterrolebinding", "kueued")
+        assert {s["kind"] for s in binding["subjects"]} == {"ServiceAccount"}
+    finally:
+        installed.kubectl_run("delete", "clusterrolebinding", f"kueued:user:{user}", "--ignore-not-found")
+        installed.kubectl_run("delete", "rolebinding", "-n", "kueued-system", f"kueued:user:{user}",
+                              "--ignore-not-found")
+
+
 @pytest.mark.parametrize(("manifest", "path"), [
     pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-bad-q"},
                   "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [

@@ -294,20 +294,47 @@ def test_leases_are_a_role_in_kueueds_namespace():
     assert _grants(docs["Role"]) == {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
 
 
+_SA = [{"kind": "ServiceAccount", "name": "kueued", "namespace": "ns"}]
+
+
+def _binding_pairs(docs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Binding name -> kind -> binding."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for d in docs:
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            out.setdefault(d["metadata"]["name"], {})[d["kind"]] = d
+    return out
+
+
 @pytest.mark.parametrize(("user", "subjects"), [
-    pytest.param(None, [{"kind": "ServiceAccount", "name": "kueued", "namespace": "ns"}], id="service-account"),
-    pytest.param("kueued", [{"kind": "ServiceAccount", "name": "kueued", "namespace": "ns"},
-                            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "kueued"}], id="user"),
+    pytest.param(None, {"kueued": _SA}, id="service-account"),
+    pytest.param("kueued", {"kueued": _SA, "kueued:user:kueued": [
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "kueued"}]}, id="user"),
 ])
 def test_bindings_name_the_service_account_and_the_user(user, subjects):
-    docs = {d["kind"]: d for d in rbac(namespace="ns", user=user)}
-    assert docs["Namespace"]["metadata"]["name"] == "ns"
-    assert docs["ServiceAccount"]["metadata"] == {"name": "kueued", "namespace": "ns",
-                                                  "labels": {"app.kubernetes.io/managed-by": "kueued"}}
-    for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        assert docs[binding]["subjects"] == subjects
-        assert docs[binding]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": "kueued"}
-    assert docs["RoleBinding"]["metadata"]["namespace"] == "ns"
+    docs = rbac(namespace="ns", user=user)
+    kinds = {d["kind"]: d for d in docs}
+    assert kinds["Namespace"]["metadata"]["name"] == "ns"
+    assert kinds["ServiceAccount"]["metadata"] == {"name": "kueued", "namespace": "ns",
+                                                   "labels": {"app.kubernetes.io/managed-by": "kueued"}}
+    pairs = _binding_pairs(docs)
+    assert {name: {kind: b["subjects"] for kind, b in by_kind.items()} for name, by_kind in pairs.items()} == {
+        name: {"ClusterRoleBinding": s, "RoleBinding": s} for name, s in subjects.items()}
+    for by_kind in pairs.values():
+        for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+            assert by_kind[binding]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role,
+                                                   "name": "kueued"}
+        assert by_kind["RoleBinding"]["metadata"]["namespace"] == "ns"
+
+
+def test_a_user_changes_no_object_the_plain_stream_has():
+    """``make dev-cluster`` applies the stream with a user; a user who then applies the plain
+    stream server-side must find every shared object the same (``subjects`` is an atomic list
+    to server-side apply: a different one is a conflict with the manager that set it)."""
+    plain = {(d["kind"], d["metadata"]["name"]): d for d in documents()}
+    with_user = {(d["kind"], d["metadata"]["name"]): d for d in documents(user="someone")}
+    assert plain.keys() < with_user.keys()
+    assert all(with_user[key] == doc for key, doc in plain.items())
 
 
 # --- render -----------------------------------------------------------------------------------------
