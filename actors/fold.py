@@ -67,7 +67,6 @@ class Fold:
         world: World
         make_preemptor: PreemptorFactory
         cluster_queues: dict[str, ClusterQueueActor]
-        forest: Snapshot
         reasons: dict[str, str]
         verdicts: Verdicts
         afs: AdmissionFairSharing
@@ -95,7 +94,7 @@ class Fold:
         for name, n in noms.items():
             if n.head is not None:
                 heads_of.setdefault(self.verdicts.root_of(name) or name, []).append((n.head, name))
-        self._next_look_ahead(dead, heads_of)
+        self._next_look_ahead(dead, heads_of, snap)
         heads: list[tuple[Any, str]] = []
         parked_any = False
         unparking = []
@@ -158,12 +157,12 @@ class Fold:
             return judged[wl.key]
         return judge
 
-    def _next_look_ahead(self, dead: dict[str, int], heads_of: dict[str, Heads]) -> None:
+    def _next_look_ahead(self, dead: dict[str, int], heads_of: dict[str, Heads], snap: Snapshot) -> None:
         """A tree looks ahead next round about as far as its rounds were dead this one: a queue
         that parks far past its tree's dead rounds only has to unpark again.  After a live
         round a tree looks ahead only a little (``LIVE_LOOK_AHEAD``): its next heads are judged
         ahead all the same, and the verdicts the last state allowed are gone with it."""
-        cqs = self.forest.cluster_queues
+        cqs = snap.cluster_queues  # (a verdict may be recalled by what it read: the round's state)
         for root, rounds in dead.items():
             if rounds == 0 and not self.verdicts.dead(heads_of.get(root, ()), cqs):
                 self._fold_limit[root] = LIVE_LOOK_AHEAD

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kueued.model import api
 from kueued.scheduling import partial
-from kueued.scheduling.flavors import Assignment, Mode, assign_flavors
+from kueued.scheduling.flavors import Assignment, Mode, Reads, assign_flavors
 from kueued.scheduling.queues import RequeueReason
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
@@ -151,11 +151,12 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
                 e = Entry(wl, cq_name)
                 e.assignment, e.message = known.assignment, known.nominated
             else:
+                reads = verdicts.reads_for(cq) if verdicts is not None and cq is not None else None
                 e = _nominate(snapshot, wl, cq_name, preemptor, namespaces,
-                              fitting.get(wl.key) if fitting is not None else None)
+                              fitting.get(wl.key) if fitting is not None else None, reads)
                 if (verdicts is not None and e.assignment is not None and not e.targets
                         and not wl.victims and cq is not None):
-                    v = verdicts.keep(cq, wl, e.assignment, e.message)
+                    v = verdicts.keep(cq, wl, e.assignment, e.message, reads)
                     if v is not None:
                         learnt.append((e, v))
             result.entries.append(e)
@@ -169,7 +170,10 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
 
 
 def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Preemptor,
-              namespaces: Mapping[str, Mapping[str, str]], fitting: Assignment | None = None) -> Entry:
+              namespaces: Mapping[str, Mapping[str, str]], fitting: Assignment | None = None,
+              reads: Reads | None = None) -> Entry:
+    """The head's entry after nomination; ``reads`` collects what flavor assignment read of the
+    tree's usage (:data:`~.flavors.Reads`), for a verdict that may outlive its generation."""
     e = Entry(wl, cq_name)
     cq = snapshot.cluster_queues.get(cq_name)
     if cq is None or not cq.active:
@@ -184,7 +188,7 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
     if why:
         e.message = why
         return e
-    e.assignment = fitting if fitting is not None else assign_flavors(snapshot, cq, wl, preemptor.oracle)
+    e.assignment = fitting if fitting is not None else assign_flavors(snapshot, cq, wl, preemptor.oracle, reads)
     if e.mode == Mode.NO_FIT:
         e.message = e.assignment.message() or "couldn't assign flavors"
     elif e.mode.needs_preemption:
@@ -197,7 +201,7 @@ def _nominate(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, preemptor: Pre
             e.message += f"; would evict {', '.join(again)} a second time, waits instead"
     if e.mode != Mode.FIT and not e.targets and partial.can_be_reduced(wl) and _gate(
             snapshot, "PartialAdmission", default=True):
-        _reduce(snapshot, cq, e, preemptor)
+        _reduce(snapshot, cq, e, preemptor, reads)
     return e
 
 
@@ -214,11 +218,12 @@ def judge_alone(snapshot: Snapshot, wl: WorkloadInfo, cq_name: str, *, preemptor
     cq = snapshot.cluster_queues.get(cq_name)
     if cq is None or not cq.active or wl.victims:
         return None
+    reads = verdicts.reads_for(cq)
     with snapshot.steady():
-        e = _nominate(snapshot, wl, cq_name, preemptor, namespaces, fitting)
+        e = _nominate(snapshot, wl, cq_name, preemptor, namespaces, fitting, reads)
     if e.assignment is None or e.targets:
         return None
-    v = verdicts.keep(cq, wl, e.assignment, e.message)
+    v = verdicts.keep(cq, wl, e.assignment, e.message, reads)
     if v is not None:
         v.message = _without_candidates(e.message) if e.mode.needs_preemption else e.message
         v.reason = e.reason
@@ -237,11 +242,12 @@ def _targets(cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment,
     return ([] if again else targets), again
 
 
-def _reduce(snapshot: Snapshot, cq: ClusterQueueSnapshot, e: Entry, preemptor: Preemptor) -> None:
+def _reduce(snapshot: Snapshot, cq: ClusterQueueSnapshot, e: Entry, preemptor: Preemptor,
+            reads: Reads | None) -> None:
     """Kueue's partial admission (:mod:`.partial`): the most pods that fit, or find targets."""
     def works(counts: list[int]) -> tuple[WorkloadInfo, Assignment, list[Target]] | None:
         view = partial.reduced(e.wl, counts)
-        assignment = assign_flavors(snapshot, cq, view, preemptor.oracle)
+        assignment = assign_flavors(snapshot, cq, view, preemptor.oracle, reads)
         if assignment.mode == Mode.FIT:
             return view, assignment, []
         if assignment.mode.needs_preemption:

@@ -28,7 +28,7 @@ candidates are found.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kueued.model import api
@@ -37,7 +37,7 @@ from kueued.quota.node import FR
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, ResourceGroup, Snapshot
 from kueued.scheduling.workload import PodSetRequest, WorkloadInfo
 
-__all__ = ["Mode", "Assignment", "PodSetAssignment", "assign_flavors", "Oracle",
+__all__ = ["Mode", "Assignment", "PodSetAssignment", "assign_flavors", "Oracle", "Reads", "reads_hold",
            "lowest_fitting_height", "flavor_mismatch"]
 
 
@@ -58,6 +58,18 @@ class Mode(enum.IntEnum):
 Oracle = Callable[[ClusterQueueSnapshot, WorkloadInfo, FR, int], "Mode | tuple[Mode, int]"]
 """Kueue's ``SimulatePreemption``: the mode, optionally with the borrowing level the
 workload would have once the victims are gone (``borrowAfterPreemptions``)."""
+
+Reads = list[tuple[FR, int, int, bool, int]]
+"""What :func:`fits_resource_quota` read of the tree's usage, call by call: (FR, amount,
+lowest fitting height, may reclaim, available).  The rest of what it reads is quota and spec."""
+
+
+def reads_hold(cq: ClusterQueueSnapshot, reads: Iterable[tuple[FR, int, int, bool, int]]) -> bool:
+    """Would each of these calls read the same values of ``cq``'s tree now?"""
+    for fr, value, borrow, may_reclaim, avail in reads:
+        if cq.available(fr) != avail or lowest_fitting_height(cq, fr, value) != (borrow, may_reclaim):
+            return False
+    return True
 
 
 class ResourceChoice:
@@ -141,10 +153,12 @@ class Assignment:
 
 
 def assign_flavors(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
-                   oracle: Oracle) -> Assignment:
+                   oracle: Oracle, reads: Reads | None = None) -> Assignment:
+    """Kueue's flavor assignment.  ``reads``, when given, collects what it read of the tree's
+    usage (:data:`Reads`): the assignment is a function of those values, the spec and the oracle."""
     out = Assignment()
     for ps in wl.pod_sets:
-        psa = _assign_pod_set(snapshot, cq, wl, ps, out.usage, oracle)
+        psa = _assign_pod_set(snapshot, cq, wl, ps, out.usage, oracle, reads)
         out.add(psa)
         if psa.mode == Mode.NO_FIT:
             out.mode = Mode.NO_FIT
@@ -153,7 +167,7 @@ def assign_flavors(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInf
 
 
 def _assign_pod_set(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, ps: PodSetRequest,
-                    earlier: dict[FR, int], oracle: Oracle) -> PodSetAssignment:
+                    earlier: dict[FR, int], oracle: Oracle, reads: Reads | None) -> PodSetAssignment:
     psa = PodSetAssignment(ps)
     requests = dict(ps.requests)
     for res in ps.zeros:  # a zero request of a resource the queue does not cover is ignored (#8079)
@@ -170,7 +184,7 @@ def _assign_pod_set(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadIn
             psa.choices.clear()
             psa.reasons.append(f"resource {res} unavailable in ClusterQueue {cq.name}")
             return psa
-        chosen = _assign_group(snapshot, cq, wl, ps, group, requests, earlier, oracle, psa.reasons)
+        chosen = _assign_group(snapshot, cq, wl, ps, group, requests, earlier, oracle, psa.reasons, reads)
         if chosen is None:
             psa.choices.clear()
             return psa
@@ -180,7 +194,7 @@ def _assign_pod_set(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadIn
 
 def _assign_group(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, ps: PodSetRequest,
                   group: ResourceGroup, requests: dict[str, int], earlier: dict[FR, int], oracle: Oracle,
-                  reasons: list[str]) -> dict[str, ResourceChoice] | None:
+                  reasons: list[str], reads: Reads | None) -> dict[str, ResourceChoice] | None:
     fungibility = cq.spec.flavor_fungibility
     wanted = [r for r in group.covered if r in requests]
     best: dict[str, ResourceChoice] | None = None
@@ -200,7 +214,7 @@ def _assign_group(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo
             fr = (fname, res)
             value = requests[res] + earlier.get(fr, 0)
             rmode, rborrow, why = fits_resource_quota(cq, wl, fr, value, oracle,
-                                                      fair_sharing=snapshot.fair_sharing)
+                                                      fair_sharing=snapshot.fair_sharing, reads=reads)
             if why:
                 reasons.append(why)
             mode = min(mode, rmode)
@@ -217,14 +231,17 @@ def _assign_group(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo
 
 
 def fits_resource_quota(cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FR, value: int,
-                        oracle: Oracle, *, fair_sharing: bool = False) -> tuple[Mode, int, str]:
+                        oracle: Oracle, *, fair_sharing: bool = False,
+                        reads: Reads | None = None) -> tuple[Mode, int, str]:
     flavor, res = fr
-    max_capacity = cq.potential_available(fr)
+    max_capacity = cq.potential_available(fr)  # (quota alone: no read of usage)
     if value > max_capacity:
         return Mode.NO_FIT, 0, (f"insufficient quota for {res} in flavor {flavor}, request > maximum "
                                 f"capacity ({_q(value, res)} > {_q(max_capacity, res)})")
     borrow, may_reclaim = lowest_fitting_height(cq, fr, value)
     avail = cq.available(fr)
+    if reads is not None:
+        reads.append((fr, value, borrow, may_reclaim, avail))
     if value <= avail:
         return Mode.FIT, borrow, ""
     why = (f"insufficient unused quota for {res} in flavor {flavor}, "

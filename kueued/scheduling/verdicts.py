@@ -28,6 +28,21 @@ entry from it, and it is processed as usual (a no-candidate preemptor still rese
 capacity for the rest of the cycle).  The decisions are those of the full nomination,
 which the agreement tests check by running both.
 
+*Verdicts that outlive their generation.*  Any admission in a tree moves its generation,
+yet most of its queues' failures read nothing that moved: in a saturated tree a queue's
+available quota stays at zero while others take what frees up (measured on
+``bench/throughput.py``'s contended shape: 226,705 of 239,553 failed nominations repeated
+a stale verdict exactly).  Flavor assignment reads the tree's state only through
+:func:`~.flavors.fits_resource_quota`'s lowest fitting height and available quota, for the
+FRs and amounts it tries, and everything else it reads (quota, specs, namespaces,
+flavors) changes only with the topology or configuration, which forgets every verdict.
+So a verdict keeps those reads (:data:`~.flavors.Reads`), and a stale one is recalled when
+every read gives the same value on the snapshot at hand (:func:`~.flavors.reads_hold`): the
+same calls then return the same results, in the same order, and nomination would build
+the same entry.  Only for a queue that never preempts: a preempting queue's oracle also
+reads the admitted workloads (its candidates).  The verdict then carries the current
+generation, so the queues' own look-ahead (:class:`Known`) sees it too.
+
 *Dead rounds.*  When every head of a tree is answered by a verdict, the round changes
 nothing in that tree except that each head is requeued; the next round pops the next
 heads against the same state.  :meth:`Verdicts.dead` tells the engine so; it then
@@ -44,12 +59,15 @@ from types import MappingProxyType
 
 import msgspec
 
-from kueued.scheduling.flavors import Assignment, Mode
+from kueued.quota.node import FR
+from kueued.scheduling.flavors import Assignment, Mode, Reads, reads_hold
 from kueued.scheduling.preemption import policy
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["Verdict", "Verdicts", "Known", "shape_of"]
+
+_OFF = ("", policy.NEVER)  # a preemption policy that never preempts
 
 def shape_of(wl: WorkloadInfo) -> bytes:
     """What nomination reads of a workload besides its creation time, as one comparable value
@@ -60,14 +78,16 @@ def shape_of(wl: WorkloadInfo) -> bytes:
 class Verdict:
     """A failed nomination: what the entry carried after nomination and after processing."""
 
-    __slots__ = ("generation", "assignment", "nominated", "message", "reason")
+    __slots__ = ("generation", "assignment", "nominated", "message", "reason", "reads")
 
-    def __init__(self, generation: int, assignment: Assignment, nominated: str) -> None:
+    def __init__(self, generation: int, assignment: Assignment, nominated: str,
+                 reads: tuple[tuple[FR, int, int, bool, int], ...] | None = None) -> None:
         self.generation = generation
         self.assignment = assignment
         self.nominated = nominated  # the message nomination wrote
         self.message = ""           # the message after processing ("; no preemption candidates")
         self.reason = ""
+        self.reads = reads          # what nomination read of the tree (None: held for its generation only)
 
 
 class Known(msgspec.Struct, frozen=True):
@@ -88,13 +108,14 @@ class Known(msgspec.Struct, frozen=True):
 class Verdicts:
     """The coordinator's memory of failed nominations, valid while their tree's generation holds."""
 
-    __slots__ = ("_generation", "_roots", "_newer", "_kept", "enabled")
+    __slots__ = ("_generation", "_roots", "_newer", "_kept", "_never_preempt", "enabled")
 
     def __init__(self) -> None:
         self._generation: dict[str, int] = {}   # tree root name -> generation
         self._roots: dict[str, str] = {}        # ClusterQueue -> its tree root
         self._kept: dict[str, dict[tuple[bytes, float], Verdict]] = {}  # ClusterQueue -> shape -> verdict
         self._newer: set[str] = set()           # ClusterQueues whose policies compare creation times
+        self._never_preempt: set[str] = set()   # ClusterQueues whose verdicts may outlive their generation
         self.enabled = True
 
     # --- keeping up with the state -----------------------------------------------------------
@@ -116,6 +137,9 @@ class Verdicts:
         self._newer = {name for name, cq in snapshot.cluster_queues.items()
                        if policy.LOWER_OR_NEWER_EQUAL_PRIORITY in (cq.spec.preemption.within_cluster_queue,
                                                                    cq.spec.preemption.reclaim_within_cohort)}
+        self._never_preempt = {name for name, cq in snapshot.cluster_queues.items()
+                               if cq.spec.preemption.within_cluster_queue in _OFF
+                               and cq.spec.preemption.reclaim_within_cohort in _OFF}
         self.enabled = not (getattr(settings, "fair_sharing", False)
                             or getattr(settings, "admission_fair_sharing", None) is not None)
 
@@ -141,17 +165,30 @@ class Verdicts:
         if not kept:  # asked three times a head a round: the common miss costs one lookup
             return None
         v = kept.get(self._key(cq, wl))
-        if v is None or v.generation != self._generation.get(self._roots.get(name, ""), 0):
+        if v is None:
             return None
+        generation = self._generation.get(self._roots.get(name, ""), 0)
+        if v.generation != generation:
+            # ``cq`` is the snapshot nomination would read: the tree's state at ``generation``
+            if v.reads is None or not reads_hold(cq, v.reads):
+                return None
+            v.generation = generation
         return v
 
+    def reads_for(self, cq: ClusterQueueSnapshot) -> Reads | None:
+        """A list for nomination to record its reads in, when a verdict of ``cq`` may outlive
+        its generation; else None."""
+        return [] if self.enabled and cq.name in self._never_preempt else None
+
     def keep(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, assignment: Assignment,
-             nominated: str) -> Verdict | None:
-        """Remember a nomination that failed without targets; processing fills in the rest."""
+             nominated: str, reads: Reads | None = None) -> Verdict | None:
+        """Remember a nomination that failed without targets; processing fills in the rest.
+        ``reads``: what the nomination read (from :meth:`reads_for`), or None."""
         mode = assignment.mode
         if not self.enabled or (mode is not Mode.NO_FIT and not mode.needs_preemption):
             return None
-        v = Verdict(self._generation.get(self._roots.get(cq.name, ""), 0), assignment, nominated)
+        v = Verdict(self._generation.get(self._roots.get(cq.name, ""), 0), assignment, nominated,
+                    tuple(reads) if reads is not None and cq.name in self._never_preempt else None)
         self._kept.setdefault(cq.name, {})[self._key(cq, wl)] = v
         return v
 
@@ -165,7 +202,8 @@ class Verdicts:
 
     def dead(self, heads: Iterable[tuple[WorkloadInfo, str]], cluster_queues: dict[str, ClusterQueueSnapshot]
              ) -> dict[str, list[tuple[WorkloadInfo, str, Verdict]]]:
-        """The trees whose every head has a complete verdict, with the verdicts."""
+        """The trees whose every head has a complete verdict, with the verdicts.  ``cluster_queues``:
+        the snapshot's the heads would be nominated on (a verdict may be recalled by its reads)."""
         by_root: dict[str, list[tuple[WorkloadInfo, str, Verdict]]] = {}
         live: set[str] = set()
         for wl, name in heads:

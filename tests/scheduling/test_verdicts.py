@@ -12,7 +12,11 @@ import actors.rounds as rounds_module
 import kueued.scheduling.cycle as cycle_module
 from actors.harness import LiveEngine
 from actors.simulation import simulate_timed
+from kueued.scheduling.cycle import run_cycle
 from kueued.scheduling.cycle import run_cycle as real_cycle
+from kueued.scheduling.forest import build_forest
+from kueued.scheduling.preemption.classical import ClassicalPreemptor
+from kueued.scheduling.snapshot import Snapshot
 from kueued.scheduling.verdicts import Verdicts, shape_of
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.trace import ARRIVAL, RUNTIME
@@ -159,23 +163,130 @@ def test_heads_no_verdict_answers_are_judged_ahead_up_to_the_trees_first_live_ro
     assert "insufficient quota" in eng.reasons["ns/q0"] and "insufficient quota" in eng.reasons["ns/q1"]
 
 
-def test_any_change_in_the_tree_invalidates_its_verdicts() -> None:
+CPU = ("default", "cpu")
+
+
+def _forest(world: World, usage: dict[str, int]) -> Snapshot:
+    """The world's quota forest with each ClusterQueue charged ``usage[name]`` millicpu."""
+    snap = build_forest(cluster_queues=world.cluster_queues, cohorts=world.cohorts, flavors=world.flavors,
+                        settings=world.settings)
+    for name, milli in usage.items():
+        snap.cluster_queues[name].add_usage({CPU: milli})
+    return snap
+
+
+def _judge(world: World, snap: Snapshot, verdicts: Verdicts, heads: list[tuple[WorkloadInfo, str]]) -> None:
+    """One cycle on a copy of ``snap`` (processing charges what it reserves): the verdicts learn."""
+    copy = snap.clone()
+    run_cycle(copy, heads, preemptor=ClassicalPreemptor(copy, settings=world.settings),
+              namespaces=world.namespaces, verdicts=verdicts)
+
+
+def _saturated_pair(preemption: dict[str, str] | None = None) -> World:
     world = World()
     for m in [namespace("ns"), flavor("default"), cohort("org"),
-              cluster_queue("q", quotas("default", cpu="1"), cohort="org"),
+              cluster_queue("q", quotas("default", cpu="1"), cohort="org", preemption=preemption),
               cluster_queue("other", quotas("default", cpu="1"), cohort="org"),
               cluster_queue("solo", quotas("default", cpu="1")),
-              local_queue("lq", "ns", "q"), workload("w", "ns", "lq", cpu="3")]:
+              workload("w", "ns", "lq", cpu="2")]:
         world.apply(m)
-    with LiveEngine(world, preemptor=lambda snap, w, afs: _Counting()) as eng:
-        eng.run(max_cycles=1)
-    verdicts = eng.coordinator.verdicts
-    wl, cq = WorkloadInfo(world.workloads["ns/w"]), eng.state.cluster_queues["q"]
-    assert verdicts.recall(cq, wl) is not None
+    return world
+
+
+def test_a_verdict_outlives_its_generation_while_what_it_read_holds() -> None:
+    """q (1 cpu) and other (1 cpu) share a cohort; other uses 1, so q's 2-cpu head fails with
+    1 more needed.  Another admission in the tree that leaves q's reads alone keeps the
+    verdict; giving other's cpu back (q's available quota moves) does not."""
+    world = _saturated_pair()
+    verdicts = Verdicts()
+    snap = _forest(world, {"other": 1000})
+    verdicts.forget(snap, world.settings)
+    wl = WorkloadInfo(world.workloads["ns/w"])
+    _judge(world, snap, verdicts, [(wl, "q")])
+    kept = verdicts.recall(snap.cluster_queues["q"], wl)
+    assert kept is not None and "1 more needed" in kept.message and kept.reads
+    verdicts.touch("other")  # a change in the tree that q's reads do not see
+    assert verdicts.recall(snap.cluster_queues["q"], wl) is kept
+    assert verdicts.known("q").lookup(wl) is kept  # its queue's own look-ahead sees it again too
+    verdicts.touch("other")
+    freed = _forest(world, {})  # other's workload finished: q may now borrow both
+    assert verdicts.recall(freed.cluster_queues["q"], wl) is None
+
+
+def test_a_preempting_queues_verdict_holds_for_its_generation_only() -> None:
+    """A queue that may preempt also reads its candidates: no change is too small to drop its verdict."""
+    world = _saturated_pair({"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"})
+    verdicts = Verdicts()
+    snap = _forest(world, {"other": 1000})
+    verdicts.forget(snap, world.settings)
+    wl = WorkloadInfo(world.workloads["ns/w"])
+    _judge(world, snap, verdicts, [(wl, "q")])
+    kept = verdicts.recall(snap.cluster_queues["q"], wl)
+    assert kept is not None and kept.reads is None
     verdicts.touch("solo")  # another tree
-    assert verdicts.recall(cq, wl) is not None
-    verdicts.touch("other")  # same cohort
-    assert verdicts.recall(cq, wl) is None
+    assert verdicts.recall(snap.cluster_queues["q"], wl) is kept
+    verdicts.touch("other")
+    assert verdicts.recall(snap.cluster_queues["q"], wl) is None
+
+
+def test_a_verdict_is_not_recalled_when_only_its_borrowing_level_moved() -> None:
+    """c's 2-cpu head fails with "1 more needed" on both states (the root is full either way), but
+    on the first it would fit within c's own quota (borrowing level 0), on the second only by
+    borrowing up to the root (level 2): the order of the cycle and what it reserves differ."""
+    world = World()
+    for m in [*nested("BestEffortFIFO", "Never", "Never", "Never"), workload("h", "ns", "lq-c", cpu="2")]:
+        world.apply(m)
+    wl = WorkloadInfo(world.workloads["ns/h"])
+    verdicts = Verdicts()
+    first = _forest(world, {"a": 3000, "b": 3000, "c": 1000, "solo": 3000})
+    verdicts.forget(first, world.settings)
+    _judge(world, first, verdicts, [(wl, "c")])
+    kept = verdicts.recall(first.cluster_queues["c"], wl)
+    assert kept is not None and kept.assignment.borrowing == 0
+    verdicts.touch("c")
+    second = _forest(world, {"a": 3000, "b": 3000, "c": 2000, "solo": 2000})
+    assert second.cluster_queues["c"].available(CPU) == first.cluster_queues["c"].available(CPU) == 1000
+    assert verdicts.recall(second.cluster_queues["c"], wl) is None
+
+
+_usage = st.fixed_dictionaries({q: st.sampled_from([0, 500, 1000, 2000, 3000]) for q in ("a", "b", "c", "solo")})
+
+
+@settings(max_examples=200, deadline=None)
+@given(_config, _usage, _usage, st.lists(st.tuples(st.sampled_from(["a", "c", "solo"]),
+                                                   st.sampled_from(["1", "2", "3", "500m"])), min_size=1, max_size=6))
+def test_a_recalled_verdict_is_what_nomination_would_decide_now(config: tuple, before: dict[str, int],
+                                                                after: dict[str, int], heads: list[tuple]) -> None:
+    """Judge heads on one state of the nested tree, move every queue's usage, and recall: every
+    verdict recalled on the new state is the entry a fresh nomination there builds."""
+    world = World()
+    for m in nested(*config):
+        world.apply(m)
+    for i, (_, cpu) in enumerate(heads):
+        world.apply(workload(f"h{i}", "ns", "lq-a", cpu=cpu))
+    present = world.cluster_queues.keys()  # (a and c are refused when reclaim Never meets borrow LowerPriority)
+    infos = [(WorkloadInfo(world.workloads[f"ns/h{i}"]), queue) for i, (queue, _) in enumerate(heads)
+             if queue in present]
+    before = {q: v for q, v in before.items() if q in present}
+    after = {q: v for q, v in after.items() if q in present}
+    verdicts = Verdicts()
+    first = _forest(world, before)
+    verdicts.forget(first, world.settings)
+    for head in infos:  # one head a cycle, as a queue offers them
+        _judge(world, first, verdicts, [head])
+    for root in ("a", "c", "solo"):
+        verdicts.touch(root)
+    now = _forest(world, after)
+    preemptor = ClassicalPreemptor(now, settings=world.settings)
+    for wl, queue in infos:
+        v = verdicts.recall(now.cluster_queues[queue], wl)
+        if v is None:
+            continue
+        with now.steady():
+            fresh = cycle_module._nominate(now, wl, queue, preemptor, world.namespaces)
+        assert fresh.assignment is not None and not fresh.targets
+        assert (v.nominated, v.assignment.mode, v.assignment.usage, v.assignment.borrowing) == (
+            fresh.message, fresh.assignment.mode, fresh.assignment.usage, fresh.assignment.borrowing)
 
 
 def test_the_shape_ignores_names_but_not_requests_priority_or_namespace() -> None:
