@@ -87,7 +87,7 @@ class Granted(Msg, frozen=True):
 
 
 class Denied(Msg, frozen=True):
-    node: str
+    node: str  # the node that refused, by kind ("cohort NAME", "ClusterQueue NAME": the two may share a name)
     fr: tuple[str, str]
     used: int
     allowed: int

@@ -110,7 +110,7 @@ class NodeActor(Actor):
                 limit = qn.allowed(self.node, fr, has_parent=has_parent)
                 used = self.node.usage.get(fr, 0)
                 if v > 0 and limit is not None and used + v > limit:
-                    return Denied(self.name, fr, used, limit)
+                    return Denied(f"{'cohort' if self.node.is_cohort else 'ClusterQueue'} {self.name}", fr, used, limit)
         charges = self._charges(amounts, +1)
         for fr, v in amounts.items():
             self.node.usage[fr] = self.node.usage.get(fr, 0) + v

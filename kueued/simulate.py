@@ -266,6 +266,20 @@ def render_summary(summary: Any, console: Any = None, *, reference: dict[str, An
     console.print(wls)
 
 
+def usage_by_cohort(world: World, samples: list[tuple[int, dict[str, int]]]) -> dict[str, list[float]]:
+    """The usage chart's lines: reserved cpu per sample, summed per cohort ("cohort NAME"); a
+    ClusterQueue in no cohort is a line of its own ("ClusterQueue NAME", never merged into a
+    Cohort of the same name)."""
+    line_of = {n: f"cohort {cq.spec.cohort_name}" if cq.spec.cohort_name else f"ClusterQueue {n}"
+               for n, cq in world.cluster_queues.items()}
+    lines: dict[str, list[float]] = {}
+    for i, (_, held) in enumerate(samples):
+        for cq, v in held.items():
+            series = lines.setdefault(line_of.get(cq, f"ClusterQueue {cq}"), [0.0] * len(samples))
+            series[i] += v / 1000
+    return lines
+
+
 def write_plots(timeline: Any, summary: Any, directory: Path) -> list[Path]:
     """PNG charts: usage over time per cohort, time-to-admission distribution per class."""
     try:
@@ -275,14 +289,8 @@ def write_plots(timeline: Any, summary: Any, directory: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     directory.mkdir(parents=True, exist_ok=True)
-    world = timeline.world
-    cohort_of = {n: cq.spec.cohort_name or n for n, cq in world.cluster_queues.items()}
     xs = [t / 1e6 for t, _ in timeline.samples]
-    per_cohort: dict[str, list[float]] = {}
-    for i, (_, held) in enumerate(timeline.samples):
-        for cq, v in held.items():
-            series = per_cohort.setdefault(cohort_of.get(cq, cq), [0.0] * len(xs))
-            series[i] += v / 1000
+    per_cohort = usage_by_cohort(timeline.world, timeline.samples)
     fig, ax = plt.subplots(figsize=(10, 5))
     for name, ys in sorted(per_cohort.items()):
         ax.step(xs, ys, where="post", label=name)

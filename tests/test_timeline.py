@@ -213,3 +213,17 @@ def test_the_real_clock_plays_a_small_trace_to_its_end() -> None:
     for first, then in zip(order, order[1:], strict=False):
         assert t[f"ns/{then}"].admitted_ms >= t[f"ns/{first}"].finished_ms  # one cpu: never together
     assert run.summary.wall_ms >= 150 and run.summary.clock == "real"
+
+
+def test_the_usage_chart_keeps_a_cluster_queue_apart_from_a_cohort_of_its_name() -> None:
+    """ClusterQueue ``a`` (in no cohort) and Cohort ``a`` (holding ``b`` and ``c``) are two lines."""
+    from kueued.simulate import usage_by_cohort
+    from kueued.world import World
+    from tests.builders import cluster_queue, cohort, flavor, quotas
+    world = World()
+    for m in [flavor("default"), cohort("a"), cluster_queue("a", quotas("default", cpu="4")),
+              cluster_queue("b", quotas("default", cpu="4"), cohort="a"),
+              cluster_queue("c", quotas("default", cpu="4"), cohort="a")]:
+        world.apply(m)
+    samples = [(0, {"a": 2000, "b": 3000}), (1_000_000, {"a": 1000, "b": 1000, "c": 500})]
+    assert usage_by_cohort(world, samples) == {"ClusterQueue a": [2.0, 1.0], "cohort a": [3.0, 1.5]}

@@ -303,7 +303,7 @@ def test_a_denial_high_up_unwinds_every_reservation_below() -> None:
             leaf.configure({FR: qn.Limits(0, None, None)}, {FR: 0}, mid)
             assert isinstance(await leaf.ask(Reserve("a", {FR: 800})), Granted)
             denied = await leaf.ask(Reserve("b", {FR: 800}))
-            assert isinstance(denied, Denied) and denied.node == "root"
+            assert isinstance(denied, Denied) and denied.node == "cohort root"
             assert (leaf.node.usage[FR], mid.node.usage[FR], root.node.usage[FR]) == (800, 800, 800)
             await mid.ask(Release("a", {FR: 800}))
             assert root.node.usage[FR] == 0
