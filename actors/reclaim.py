@@ -44,7 +44,14 @@ from kueued.scheduling.preemption.policy import NEVER
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.scheduling.workload import WorkloadInfo
 
-__all__ = ["query_for", "gather", "ask_all"]
+__all__ = ["query_for", "searches", "gather", "ask_all"]
+
+
+def searches(cq: ClusterQueueSnapshot) -> bool:
+    """May ``cq``'s heads search for victims at all (it is active and some policy preempts)?"""
+    spec = cq.spec.preemption
+    return cq.active and (spec.within_cluster_queue not in ("", NEVER) or (
+        cq.node.parent is not None and spec.reclaim_within_cohort not in ("", NEVER)))
 
 
 def query_for(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, *,
@@ -52,11 +59,10 @@ def query_for(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo, *,
     """The query ``wl``'s nomination needs; or, when its search for victims cannot run because
     everything fits, the assignment nomination would make (handed to ``run_cycle``, which then
     does not assign it again); or None when the queue never preempts."""
-    spec = cq.spec.preemption
-    within = spec.within_cluster_queue not in ("", NEVER)
-    cohort = cq.node.parent is not None and spec.reclaim_within_cohort not in ("", NEVER)
-    if not cq.active or not (within or cohort):
+    if not searches(cq):
         return None
+    spec = cq.spec.preemption
+    cohort = cq.node.parent is not None and spec.reclaim_within_cohort not in ("", NEVER)
     asked = [False]
 
     def no_candidates(cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: tuple[str, str], value: int) -> Mode:

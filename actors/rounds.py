@@ -46,7 +46,7 @@ from actors.cluster_queue import ClusterQueueActor
 from actors.commits import commit_all
 from actors.fold import FOLD_LIMIT
 from actors.messages import Admit, Denied, Evict, Nominate, Nomination, Reclaim, Released, Requeue
-from actors.reclaim import ask_all, query_for
+from actors.reclaim import ask_all, query_for, searches
 from kueued.kube.port import ApiPort
 from kueued.scheduling.cycle import CycleResult, Entry, run_cycle
 from kueued.scheduling.fairsharing import gates
@@ -199,8 +199,8 @@ class Rounds:
         fitting: dict[str, Assignment] = {}
         for wl, name in heads:
             cq = snap.cluster_queues[name]
-            if self.verdicts.recall(cq, wl) is not None:
-                continue
+            if not searches(cq) or self.verdicts.recall(cq, wl) is not None:
+                continue  # (searching first: a recall may check what its verdict read)
             query = query_for(snap, cq, wl, fair=fair)
             if isinstance(query, Reclaim):
                 queries.append(query)

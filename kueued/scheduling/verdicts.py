@@ -75,6 +75,11 @@ def shape_of(wl: WorkloadInfo) -> bytes:
     return wl.spec.shape
 
 
+Key = bytes | tuple[bytes, float]
+"""A verdict's key in its ClusterQueue: the workload's shape, with its creation time where the
+queue's policies compare creation times (one kind of key per queue)."""
+
+
 class Verdict:
     """A failed nomination: what the entry carried after nomination and after processing."""
 
@@ -95,13 +100,13 @@ class Known(msgspec.Struct, frozen=True):
     ``Nominate`` carries to fold ahead): a read-only view of them by shape, and the tree's
     generation a verdict must carry to hold."""
 
-    verdicts: Mapping[tuple[bytes, float], Verdict]
+    verdicts: Mapping[Key, Verdict]
     generation: int
     by_created: bool  # a LowerOrNewerEqualPriority policy: creation times are part of the shape
 
     def lookup(self, wl: WorkloadInfo) -> Verdict | None:
         """The complete verdict for ``wl``'s shape that still holds, if any."""
-        v = self.verdicts.get((wl.spec.shape, wl.created if self.by_created else 0.0))
+        v = self.verdicts.get((wl.spec.shape, wl.created) if self.by_created else wl.spec.shape)
         return v if v is not None and v.generation == self.generation and v.reason else None
 
 
@@ -113,7 +118,7 @@ class Verdicts:
     def __init__(self) -> None:
         self._generation: dict[str, int] = {}   # tree root name -> generation
         self._roots: dict[str, str] = {}        # ClusterQueue -> its tree root
-        self._kept: dict[str, dict[tuple[bytes, float], Verdict]] = {}  # ClusterQueue -> shape -> verdict
+        self._kept: dict[str, dict[Key, Verdict]] = {}  # ClusterQueue -> shape -> verdict
         self._newer: set[str] = set()           # ClusterQueues whose policies compare creation times
         self._never_preempt: set[str] = set()   # ClusterQueues whose verdicts may outlive their generation
         self.enabled = True
@@ -153,9 +158,9 @@ class Verdicts:
         return self._roots.get(cluster_queue)
 
     # --- recall ------------------------------------------------------------------------------
-    def _key(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> tuple[bytes, float]:
+    def _key(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> Key:
         # a LowerOrNewerEqualPriority policy compares creation times: then they are part of the shape
-        return (wl.spec.shape, wl.created if cq.name in self._newer else 0.0)
+        return (wl.spec.shape, wl.created) if cq.name in self._newer else wl.spec.shape
 
     def recall(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo) -> Verdict | None:
         if not self.enabled:
