@@ -86,7 +86,8 @@ class Fold:
             if not further:
                 break
             asked = [(name, self.cluster_queues[name].post(LookFurther(
-                self.verdicts.known(name), self._limit_of(self.verdicts.root_of(name) or name))))
+                self.verdicts.known(name, snap.cluster_queues[name]),
+                self._limit_of(self.verdicts.root_of(name) or name))))
                 for name in further]
             for name, reply in asked:
                 noms[name] = await reply.result(self.cluster_queues[name].ask_timeout)

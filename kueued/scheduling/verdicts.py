@@ -54,7 +54,8 @@ rounds only under a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from types import MappingProxyType
 
 import msgspec
@@ -103,11 +104,18 @@ class Known(msgspec.Struct, frozen=True):
     verdicts: Mapping[Key, Verdict]
     generation: int
     by_created: bool  # a LowerOrNewerEqualPriority policy: creation times are part of the shape
+    # whether an older verdict's reads hold on the round's snapshot (then it is brought up to
+    # ``generation``); None before the round's balances are read (a Nominate's)
+    check: Callable[[Verdict], bool] | None = None
 
     def lookup(self, wl: WorkloadInfo) -> Verdict | None:
         """The complete verdict for ``wl``'s shape that still holds, if any."""
         v = self.verdicts.get((wl.spec.shape, wl.created) if self.by_created else wl.spec.shape)
-        return v if v is not None and v.generation == self.generation and v.reason else None
+        if v is None or not v.reason:
+            return None
+        if v.generation == self.generation:
+            return v
+        return v if self.check is not None and self.check(v) else None
 
 
 class Verdicts:
@@ -173,11 +181,8 @@ class Verdicts:
         if v is None:
             return None
         generation = self._generation.get(self._roots.get(name, ""), 0)
-        if v.generation != generation:
-            # ``cq`` is the snapshot nomination would read: the tree's state at ``generation``
-            if v.reads is None or not reads_hold(cq, v.reads):
-                return None
-            v.generation = generation
+        if v.generation != generation and not self._brought_up(cq, generation, v):
+            return None  # (``cq`` is the snapshot nomination would read: the tree's state at ``generation``)
         return v
 
     def reads_for(self, cq: ClusterQueueSnapshot) -> Reads | None:
@@ -197,13 +202,27 @@ class Verdicts:
         self._kept.setdefault(cq.name, {})[self._key(cq, wl)] = v
         return v
 
-    def known(self, cluster_queue: str) -> Known | None:
-        """One ClusterQueue's verdicts as data (:class:`Known`), or None when verdicts are off."""
+    def known(self, cluster_queue: str, snapshot: ClusterQueueSnapshot | None = None) -> Known | None:
+        """One ClusterQueue's verdicts as data (:class:`Known`), or None when verdicts are off.
+        ``snapshot``: the queue on the round's snapshot, once its balances are read: an older
+        verdict then holds where its reads do (the queue looks ahead past it on its own,
+        while the round's state stands still, as a fold's does)."""
         if not self.enabled:
             return None
         kept = self._kept.setdefault(cluster_queue, {})
-        return Known(MappingProxyType(kept), self._generation.get(self._roots.get(cluster_queue, ""), 0),
-                     cluster_queue in self._newer)
+        generation = self._generation.get(self._roots.get(cluster_queue, ""), 0)
+        check = None
+        if snapshot is not None and cluster_queue in self._never_preempt:
+            check = partial(self._brought_up, snapshot, generation)
+        return Known(MappingProxyType(kept), generation, cluster_queue in self._newer, check)
+
+    @staticmethod
+    def _brought_up(cq: ClusterQueueSnapshot, generation: int, v: Verdict) -> bool:
+        """``v`` holds on ``cq``'s snapshot, at ``generation``: it carries that generation now."""
+        if v.reads is None or not reads_hold(cq, v.reads):
+            return False
+        v.generation = generation
+        return True
 
     def dead(self, heads: Iterable[tuple[WorkloadInfo, str]], cluster_queues: dict[str, ClusterQueueSnapshot]
              ) -> dict[str, list[tuple[WorkloadInfo, str, Verdict]]]:

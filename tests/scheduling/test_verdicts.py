@@ -209,7 +209,13 @@ def test_a_verdict_outlives_its_generation_while_what_it_read_holds() -> None:
     assert verdicts.recall(snap.cluster_queues["q"], wl) is kept
     assert verdicts.known("q").lookup(wl) is kept  # its queue's own look-ahead sees it again too
     verdicts.touch("other")
+    # the queue checks the reads itself once the round's balances are read (a LookFurther's Known)
+    assert verdicts.known("q").lookup(wl) is None
+    assert verdicts.known("q", snap.cluster_queues["q"]).lookup(wl) is kept
+    assert verdicts.known("q").lookup(wl) is kept  # brought up to the generation
+    verdicts.touch("other")
     freed = _forest(world, {})  # other's workload finished: q may now borrow both
+    assert verdicts.known("q", freed.cluster_queues["q"]).lookup(wl) is None
     assert verdicts.recall(freed.cluster_queues["q"], wl) is None
 
 
@@ -226,6 +232,7 @@ def test_a_preempting_queues_verdict_holds_for_its_generation_only() -> None:
     verdicts.touch("solo")  # another tree
     assert verdicts.recall(snap.cluster_queues["q"], wl) is kept
     verdicts.touch("other")
+    assert verdicts.known("q", snap.cluster_queues["q"]).lookup(wl) is None
     assert verdicts.recall(snap.cluster_queues["q"], wl) is None
 
 
