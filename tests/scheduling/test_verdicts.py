@@ -17,7 +17,7 @@ from kueued.scheduling.cycle import run_cycle as real_cycle
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.preemption.classical import ClassicalPreemptor
 from kueued.scheduling.snapshot import Snapshot
-from kueued.scheduling.verdicts import Verdicts, shape_of
+from kueued.scheduling.verdicts import Verdict, Verdicts, shape_of
 from kueued.scheduling.workload import WorkloadInfo
 from kueued.trace import ARRIVAL, RUNTIME
 from kueued.world import World
@@ -193,17 +193,23 @@ def _saturated_pair(preemption: dict[str, str] | None = None) -> World:
     return world
 
 
-def test_a_verdict_outlives_its_generation_while_what_it_read_holds() -> None:
-    """q (1 cpu) and other (1 cpu) share a cohort; other uses 1, so q's 2-cpu head fails with
-    1 more needed.  Another admission in the tree that leaves q's reads alone keeps the
-    verdict; giving other's cpu back (q's available quota moves) does not."""
-    world = _saturated_pair()
+def _judged_on_saturated_pair(preemption: dict[str, str] | None = None) -> tuple[
+        Verdicts, Snapshot, WorkloadInfo, Verdict | None]:
+    """q's head judged with other using 1 cpu: the verdicts, the snapshot, the head, its verdict."""
+    world = _saturated_pair(preemption)
     verdicts = Verdicts()
     snap = _forest(world, {"other": 1000})
     verdicts.forget(snap, world.settings)
     wl = WorkloadInfo(world.workloads["ns/w"])
     _judge(world, snap, verdicts, [(wl, "q")])
-    kept = verdicts.recall(snap.cluster_queues["q"], wl)
+    return verdicts, snap, wl, verdicts.recall(snap.cluster_queues["q"], wl)
+
+
+def test_a_verdict_outlives_its_generation_while_what_it_read_holds() -> None:
+    """q (1 cpu) and other (1 cpu) share a cohort; other uses 1, so q's 2-cpu head fails with
+    1 more needed.  Another admission in the tree that leaves q's reads alone keeps the
+    verdict; giving other's cpu back (q's available quota moves) does not."""
+    verdicts, snap, wl, kept = _judged_on_saturated_pair()
     assert kept is not None and "1 more needed" in kept.message and kept.reads
     verdicts.touch("other")  # a change in the tree that q's reads do not see
     assert verdicts.recall(snap.cluster_queues["q"], wl) is kept
@@ -214,20 +220,15 @@ def test_a_verdict_outlives_its_generation_while_what_it_read_holds() -> None:
     assert verdicts.known("q", snap.cluster_queues["q"]).lookup(wl) is kept
     assert verdicts.known("q").lookup(wl) is kept  # brought up to the generation
     verdicts.touch("other")
-    freed = _forest(world, {})  # other's workload finished: q may now borrow both
+    freed = _forest(_saturated_pair(), {})  # other's workload finished: q may now borrow both
     assert verdicts.known("q", freed.cluster_queues["q"]).lookup(wl) is None
     assert verdicts.recall(freed.cluster_queues["q"], wl) is None
 
 
 def test_a_preempting_queues_verdict_holds_for_its_generation_only() -> None:
     """A queue that may preempt also reads its candidates: no change is too small to drop its verdict."""
-    world = _saturated_pair({"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"})
-    verdicts = Verdicts()
-    snap = _forest(world, {"other": 1000})
-    verdicts.forget(snap, world.settings)
-    wl = WorkloadInfo(world.workloads["ns/w"])
-    _judge(world, snap, verdicts, [(wl, "q")])
-    kept = verdicts.recall(snap.cluster_queues["q"], wl)
+    verdicts, snap, wl, kept = _judged_on_saturated_pair(
+        {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"})
     assert kept is not None and kept.reads is None
     verdicts.touch("solo")  # another tree
     assert verdicts.recall(snap.cluster_queues["q"], wl) is kept
