@@ -68,8 +68,6 @@ from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["Verdict", "Verdicts", "Known", "shape_of"]
 
-_OFF = ("", policy.NEVER)  # a preemption policy that never preempts
-
 def shape_of(wl: WorkloadInfo) -> bytes:
     """What nomination reads of a workload besides its creation time, as one comparable value
     (worked out with its spec: :class:`~kueued.scheduling.workload.WorkloadSpec`)."""
@@ -150,9 +148,7 @@ class Verdicts:
         self._newer = {name for name, cq in snapshot.cluster_queues.items()
                        if policy.LOWER_OR_NEWER_EQUAL_PRIORITY in (cq.spec.preemption.within_cluster_queue,
                                                                    cq.spec.preemption.reclaim_within_cohort)}
-        self._never_preempt = {name for name, cq in snapshot.cluster_queues.items()
-                               if cq.spec.preemption.within_cluster_queue in _OFF
-                               and cq.spec.preemption.reclaim_within_cohort in _OFF}
+        self._never_preempt = {name for name, cq in snapshot.cluster_queues.items() if policy.never_preempts(cq)}
         self.enabled = not (getattr(settings, "fair_sharing", False)
                             or getattr(settings, "admission_fair_sharing", None) is not None)
 

@@ -83,9 +83,6 @@ class ClassicalPreemptor:
         return classical_targets(self.snapshot, cq, wl, assignment.usage, frs)
 
 
-_OFF = ("", policy.NEVER)
-
-
 def attempts(cq: ClusterQueueSnapshot, candidates: CandidateSet | CandidateStream, frs: set[FR]) -> list[bool]:
     """Which attempts to make, in order: True = the preemptor may borrow afterwards."""
     forbidden, _ = borrow_within_cohort(cq)
@@ -104,8 +101,7 @@ def _under_nominal(cq: ClusterQueueSnapshot, frs: set[FR]) -> bool:
 def classical_targets(snapshot: Snapshot, cq: ClusterQueueSnapshot, wl: WorkloadInfo,
                       requests: Mapping[FR, int], frs: set[FR]) -> list[Target]:
     """The victims that let ``wl`` fit in ``cq``, or [] when preemption cannot help."""
-    spec = cq.spec.preemption
-    if spec.within_cluster_queue in _OFF and spec.reclaim_within_cohort in _OFF:
+    if policy.never_preempts(cq):
         return []  # a queue that never preempts has no candidates (the stream would be empty)
     candidates = candidate_stream(snapshot, cq, wl, requests, frs)
     if candidates.empty:

@@ -28,12 +28,19 @@ from kueued.scheduling.snapshot import ClusterQueueSnapshot
 from kueued.scheduling.workload import WorkloadInfo
 
 __all__ = ["NEVER", "LOWER_PRIORITY", "LOWER_OR_NEWER_EQUAL_PRIORITY", "ANY",
-           "satisfies_preemption_policy", "borrow_within_cohort", "above_borrowing_threshold"]
+           "never_preempts", "satisfies_preemption_policy", "borrow_within_cohort", "above_borrowing_threshold"]
 
 NEVER = "Never"
 LOWER_PRIORITY = "LowerPriority"
 LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
 ANY = "Any"
+
+
+def never_preempts(cq: ClusterQueueSnapshot) -> bool:
+    """Neither withinClusterQueue nor reclaimWithinCohort preempts: the classical search finds no
+    candidates for ``cq`` whatever is admitted (and a verdict of its may outlive its generation)."""
+    spec = cq.spec.preemption
+    return spec.within_cluster_queue in ("", NEVER) and spec.reclaim_within_cohort in ("", NEVER)
 
 
 def satisfies_preemption_policy(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
