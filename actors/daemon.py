@@ -177,6 +177,8 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                 _pass_done(world, source, health, notifier, metrics, first=not ready)
                 ready = True
                 wait = 0 if unsettled else _idle_wait(interval, _due(coord, elastic, clock), clock, notifier)
+                if status is not None:  # statuses whose working out was paced (kueued.pace): not later than that
+                    wait = min(wait, status.put_off(coord))
                 batch = []
                 with stop.interruptible():
                     batch = await source.changes(wait)

@@ -198,6 +198,7 @@ class Result:
     process: dict[str, float] = field(default_factory=dict)        # kueued: cpu_s, rss_mib, p50, p99, ready_s
     servers_cpu: float | None = None
     writes: dict[str, float] = field(default_factory=dict)         # API writes per resource[/subresource]
+    reads: dict[str, float] = field(default_factory=dict)          # API reads per "VERB resource[/subresource]"
 
 
 def _conditions(obj: dict[str, Any]) -> dict[str, str]:
@@ -254,9 +255,9 @@ async def delete_workloads(client: KubeClient, namespace: str) -> None:
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
 
 
-async def api_writes(client: KubeClient) -> dict[str, float]:
-    """The API server's own count of the writes it answered (``apiserver_request_total``), per
-    ``resource[/subresource]``: kueued's writes set beside the floor's."""
+async def api_requests(client: KubeClient) -> dict[str, float]:
+    """The API server's own count of the requests it answered (``apiserver_request_total``), per
+    ``VERB resource[/subresource]``: kueued's writes (and reads) set beside the floor's."""
     from prometheus_client.parser import text_string_to_metric_families
     response = await client.api.call_api("/metrics", "GET", header_params={"Accept": "text/plain"},
                                          auth_settings=["BearerToken"], _preload_content=False)
@@ -265,10 +266,24 @@ async def api_writes(client: KubeClient) -> dict[str, float]:
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == "apiserver_request_total" and s.labels.get("verb") in WRITE_VERBS:
+            if s.name == "apiserver_request_total":
                 what = "/".join(x for x in (s.labels.get("resource"), s.labels.get("subresource")) if x)
-                out[what] = out.get(what, 0.0) + s.value
+                key = f"{s.labels.get('verb')} {what}"
+                out[key] = out.get(key, 0.0) + s.value
     return out
+
+
+def _by_kind(before: dict[str, float], after: dict[str, float], *, writes: bool) -> dict[str, float]:
+    """The requests made between two counts: writes per ``resource[/subresource]``, or reads per
+    ``VERB resource[/subresource]``."""
+    out: dict[str, float] = {}
+    for key, v in after.items():
+        verb, _, what = key.partition(" ")
+        if (verb in WRITE_VERBS) != writes or v <= before.get(key, 0.0):
+            continue
+        k = what if writes else key
+        out[k] = out.get(k, 0.0) + v - before.get(key, 0.0)
+    return dict(sorted(out.items()))
 
 
 async def _watch(client: KubeClient, namespace: str, on_event: Callable[[dict[str, Any]], None],
@@ -598,7 +613,7 @@ async def measure(trace: Trace, *, admin: Path, kueued_kubeconfig: Path, options
             runner = Runner(trace, shape, label=label, creators=options.creators, finishers=options.finishers,
                             progress=progress)
             load, servers = _load(), _servers_cpu(options.server_pids)
-            writes = await api_writes(clients[0])
+            requests = await api_requests(clients[0])
             async with admitter() as proc, anyio.create_task_group() as tg:
                 if proc is None:
                     tg.start_soon(admit_everything, clients[3], options.namespace, shape)
@@ -612,8 +627,9 @@ async def measure(trace: Trace, *, admin: Path, kueued_kubeconfig: Path, options
                                       "ready_s": proc.ready_after}
                 tg.cancel_scope.cancel()
             result.load = (load, _load())
-            after = await api_writes(clients[0])
-            result.writes = {k: v - writes.get(k, 0.0) for k, v in sorted(after.items()) if v > writes.get(k, 0.0)}
+            after = await api_requests(clients[0])
+            result.writes = _by_kind(requests, after, writes=True)
+            result.reads = _by_kind(requests, after, writes=False)
             if options.server_pids:
                 result.servers_cpu = _servers_cpu(options.server_pids) - servers
             return result
@@ -657,8 +673,8 @@ def longest_pause(result: Result) -> float:
     return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
 
 
-def breakdown(result: Result) -> str:
-    return ", ".join(f"{k} {v:,.0f}" for k, v in sorted(result.writes.items(), key=lambda kv: -kv[1]))
+def breakdown(counts: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:,.0f}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def report(config: str, scale: float, shape: Shape, schedule: Any, floor: Result | None, ours: Result,
@@ -853,7 +869,8 @@ def main() -> int:
     console.print(targets(schedule.summary, floor, ours, chain))
     for r in (ours, floor):
         if r is not None:
-            console.print(f"API writes, {r.label}: {breakdown(r)}")
+            console.print(f"API writes, {r.label}: {breakdown(r.writes)}")
+            console.print(f"API reads, {r.label}: {breakdown(r.reads)}")
     if args.plot is not None:
         plot(args.plot, shape, [r for r in (ours, floor) if r is not None], schedule)
         console.print(f"plot: {args.plot}")

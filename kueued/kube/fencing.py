@@ -32,6 +32,7 @@ started on each acquisition, cancelled on each loss.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
@@ -283,6 +284,9 @@ class FencedStatus:
             self.skipped += 1
             return 0
         return await self.publisher.publish(coord)
+
+    def put_off(self, coord: Any) -> float:
+        return self.publisher.put_off(coord) if self.fence.remaining() > 0 else math.inf
 
     def validated(self, manifest: Mapping[str, Any], reason: str | None) -> bool:
         return self.publisher.validated(manifest, reason)

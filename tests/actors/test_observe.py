@@ -51,3 +51,29 @@ def test_gauges_refresh_at_most_once_a_second_under_a_backlog_and_catch_up_after
 
     anyio.run(passes)
     assert refreshed == [51.0, 52.0, 52.5]  # 10 passes in 2.5 s: two refreshes, then the catch-up
+
+
+def test_under_a_backlog_a_costly_refresh_is_paced_by_its_cost() -> None:
+    source: Any = Backlog()
+    clock, refreshed = Clock(), []
+    gauges = Gauges(metrics=Any, coord=Any, elastic=Any, source=source, clock=clock)  # type: ignore[arg-type]
+
+    async def observe() -> None:  # a thousand queues: each refresh takes 50 ms
+        refreshed.append(round(clock.now, 2))
+        clock.now += 0.05
+
+    gauges.observe = observe  # type: ignore[method-assign]
+
+    async def passes() -> None:
+        source.n = 5  # a storm: a pass every half second, changes always waiting
+        for _ in range(11):  # paced at 0.05 / SHARE = 2 s, not every second
+            if gauges.due():
+                await gauges._refresh()
+            clock.now += 0.5
+        source.n = 0  # quiet again: at once, whatever the pace
+        await gauges.catch_up()
+
+    anyio.run(passes)
+    pace = 0.05 / gauges.pace.share
+    assert all(b - a >= pace for a, b in zip(refreshed[:-1], refreshed[1:-1], strict=False))
+    assert len(refreshed) == 4 and refreshed[-1] - refreshed[-2] < pace  # three in the storm, the catch-up

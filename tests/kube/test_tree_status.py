@@ -8,6 +8,7 @@ would (the status it now holds); clocks are injected, nothing sleeps.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
@@ -597,3 +598,36 @@ def test_the_budget_follows_a_rate_that_changes_while_running() -> None:
     rate[0] = 10.0
     clock.now += 2.0
     assert budget.available() == 22
+
+
+def test_working_the_statuses_out_is_paced_by_its_cost_and_nothing_is_stranded() -> None:
+    """A tree whose statuses take 100 ms to work out, rounds before every publish half a second
+    apart: they are worked out again no sooner than 0.1 / SHARE seconds after the last time;
+    the publishes between only look at what was put off, and the first one after the pace
+    writes what moved meanwhile."""
+    world, snap = settle(*team(cpu="4"), workload("a", "ns", "lq", created=1, cpu="1"))
+    client, clock = FakeClient(), Clock()
+    publisher = TreeStatusPublisher(client, clock=clock, min_interval=0.0)
+    worked_out: list[float] = []
+
+    class Costly(Settled):
+        async def assemble(self) -> Snapshot:
+            worked_out.append(clock.now)
+            clock.now += 0.1
+            return self.snapshot
+
+    coord = Costly(world, snap)
+    publish(publisher, coord)
+    assert client.status["ClusterQueue/cq"]["pendingWorkloads"] == 0  # "a" is admitted
+    world.apply(workload("b", "ns", "lq", created=2, cpu="1"))  # one more pending
+    assert publisher.put_off(coord) == math.inf  # nothing ran since: nothing put off
+    written, waits = [], []
+    for r in range(2, 12):
+        clock.now += 0.5
+        written.append(publish(publisher, coord, rounds=r))
+        waits.append(round(publisher.put_off(coord), 2))  # how long an idle daemon may wait to publish
+    pace = 0.1 / publisher.pace.share
+    assert worked_out[1] - worked_out[0] >= pace and len(worked_out) == 2  # 5.1 s: once more, at 104.1
+    assert written == [0] * 7 + [2, 0, 0]  # the ClusterQueue's and the LocalQueue's pending count
+    assert waits == [3.4, 2.9, 2.4, 1.9, 1.4, 0.9, 0.4, math.inf, 3.4, 2.9]  # rounds keep moving
+    assert client.status["ClusterQueue/cq"]["pendingWorkloads"] == 1
