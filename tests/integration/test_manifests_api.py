@@ -207,6 +207,11 @@ def test_fields_kueued_does_not_model_are_kept(installed):
                   "metadata": {"name": "it-typo", "namespace": "default"},
                   "spec": {"queuename": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {}}}]}},
                  "queuename", id="workload-typo"),
+    pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                  "metadata": {"name": "it-request-typo", "namespace": "default"},
+                  "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                      "containers": [{"name": "c", "resources": {"request": {"cpu": "100"}}}]}}}]}},
+                 "request", id="pod-template-typo"),
     pytest.param({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "it-deep"},
                   "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
                       {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 1, "borrowLimit": 2}]}]}]}},

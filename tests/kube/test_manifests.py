@@ -172,7 +172,13 @@ def test_workload_types_what_kueued_reads_and_keeps_the_rest():
     assert "x-kubernetes-preserve-unknown-fields" not in pod_set
     assert _at(pod_set, "topologyRequest") == {"x-kubernetes-preserve-unknown-fields": True}
     pod_spec = _at(pod_set, "template", "spec")
-    assert pod_spec["x-kubernetes-preserve-unknown-fields"] is True  # the rest of a PodSpec
+    # a PodSpec's own fields and no others (a typo'd ``resources.request`` is refused); those not typed here kept whole
+    assert "x-kubernetes-preserve-unknown-fields" not in pod_spec and "schedulerName" in pod_spec["properties"]
+    assert _at(pod_spec, "volumes") == {"x-kubernetes-preserve-unknown-fields": True}
+    container = _at(pod_spec, "containers", "[]")
+    assert "x-kubernetes-preserve-unknown-fields" not in container and "livenessProbe" in container["properties"]
+    assert "x-kubernetes-preserve-unknown-fields" not in _at(container, "resources")
+    assert set(_at(container, "resources")["properties"]) == {"claims", "limits", "requests"}
     assert _at(pod_spec, "affinity") == {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
                                          "nullable": True}
     requests = _at(pod_spec, "containers", "[]", "resources", "requests", "{}")

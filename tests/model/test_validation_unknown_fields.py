@@ -35,10 +35,60 @@ def test_unknown_fields_are_named_with_their_index_however_deep() -> None:
         "coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [
             {"name": "cpu", "nominalQuota": "1", "nominal": "2"}]}]}]}
     assert [e.path for e in validate_object(_cq(spec))] == ["spec.resourceGroups[0].flavors[0].resources[0].nominal"]
-    workload = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": "n"},
-                "spec": {"queuename": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-                    "containers": [], "anything": "the pod template is the core API's"}}}]}}
-    assert [e.path for e in validate_object(workload)] == ["spec.queuename"]
+    workload = _workload({"containers": [], "anything": "not a PodSpec field"}, queuename="lq")
+    assert [e.path for e in validate_object(workload)] == ["spec.queuename", "spec.podSets[0].template.spec.anything"]
+
+
+def _workload(pod_spec: dict, **spec: object) -> dict:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": "n"},
+            "spec": {**spec, "podSets": [{"name": "main", "count": 1, "template": {"spec": pod_spec}}]}}
+
+
+def test_a_misspelt_request_in_a_pod_template_is_refused_not_admitted_for_nothing() -> None:
+    """``resources.request`` (no s): read without it, the workload asked for nothing and was admitted
+    without quota.  Kueue's CRD carries the whole PodTemplateSpec schema: kubectl refuses it."""
+    typo = _workload({"containers": [{"name": "c", "resources": {"request": {"cpu": "100"}}}],
+                      "initContainers": [{"name": "i", "resouces": {"requests": {"cpu": "1"}}}],
+                      "resources": {"requests": {"cpu": "1"}, "limit": {"cpu": "2"}},
+                      "tolerations": [{"key": "gpu", "efect": "NoSchedule"}]}, queueName="lq")
+    assert [(e.path, e.reason) for e in validate_object(typo)] == [
+        (p, f'unknown field "{p}"') for p in ("spec.podSets[0].template.spec.containers[0].resources.request",
+                                               "spec.podSets[0].template.spec.initContainers[0].resouces",
+                                               "spec.podSets[0].template.spec.resources.limit",
+                                               "spec.podSets[0].template.spec.tolerations[0].efect")]
+
+
+def test_a_full_pod_template_keeps_every_core_field() -> None:
+    """Every field of a real pod template passes; what is below the closed nodes (a probe, an
+    affinity, the template's metadata) is the core API's to judge."""
+    ok = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": "n"},
+          "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {
+              "metadata": {"labels": {"app": "x"}, "anything": "kept"},
+              "spec": {"restartPolicy": "Never", "schedulerName": "default-scheduler",
+                       "affinity": {"nodeAffinity": {"whatever": 1}}, "overhead": {"cpu": "10m"},
+                       "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                       "resources": {"requests": {"cpu": "1"}},
+                       "containers": [{"name": "c", "image": "busybox", "command": ["sleep"], "env": [{"name": "A"}],
+                                       "livenessProbe": {"exec": {}}, "restartPolicy": "Always",
+                                       "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"},
+                                                     "claims": [{"name": "gpu"}]}}]}}}]}}
+    assert validate_object(ok) == []
+
+
+def test_the_pod_template_s_fields_are_kubernetes_own() -> None:
+    """The closed pod template nodes list exactly Kubernetes' fields, as the client's models name them."""
+    from kubernetes_asyncio.client import models
+
+    from kueued.model.validation.known_fields import FIELDS
+    template = "spec.podSets[].template"
+    nodes = FIELDS["Workload"]
+    for node, model in ((template, models.V1PodTemplateSpec), (f"{template}.spec", models.V1PodSpec),
+                        (f"{template}.spec.containers[]", models.V1Container),
+                        (f"{template}.spec.initContainers[]", models.V1Container),
+                        (f"{template}.spec.containers[].resources", models.V1ResourceRequirements),
+                        (f"{template}.spec.resources", models.V1ResourceRequirements),
+                        (f"{template}.spec.tolerations[]", models.V1Toleration)):
+        assert sorted(nodes[node]) == sorted(model.attribute_map.values()), node
 
 
 def test_every_field_kueued_reads_is_one_kueue_declares() -> None:

@@ -13,8 +13,14 @@ whose undeclared fields the API server drops), as ``simulate`` does.
 fields Kueue's schema declares there, read from its v1beta2 CRDs (``config/components/crd/bases``)
 plus the newer fields kueued knows Kueue has (``spec.concurrentAdmissionPolicy``,
 ``spec.preemptionGates``) and v1beta1's ``spec.admissionChecks`` of a ClusterQueue, which kueued
-still reads.  Nodes not listed (``metadata``, ``status``, a pod ``template``, label
-maps, a TAS ``topologyRequest``) are open: checked by the kind's own rules, or not kueued's to judge.
+still reads.  A Workload's pod ``template`` is closed down to what quota is computed from: the
+template, its PodSpec, each container and init container, their ``resources`` and the pod's, and
+tolerations (Kubernetes' own fields, as ``kubernetes_asyncio``'s models list them: a test keeps
+the lists in step).  A typo there (``resources.request``) otherwise made a workload that asks for
+nothing, admitted without quota; against Kueue's CRDs, which carry the whole PodTemplateSpec
+schema, kubectl refuses it.  Nodes not listed (``metadata``, ``status``, the rest of a pod
+template, label maps, a TAS ``topologyRequest``) are open: checked by the kind's own rules, or not
+kueued's to judge.
 """
 
 from __future__ import annotations
@@ -32,6 +38,23 @@ _RESOURCE_GROUPS = {
     "spec.resourceGroups[].flavors[].resources[]": ("borrowingLimit", "lendingLimit", "name", "nominalQuota"),
 }
 _SELECTOR = ("matchExpressions", "matchLabels")
+_TOLERATION = ("effect", "key", "operator", "tolerationSeconds", "value")
+_RESOURCES = ("claims", "limits", "requests")
+# Kubernetes' core/v1 PodSpec and Container (kubernetes_asyncio's V1PodSpec and V1Container attribute maps)
+_POD_SPEC = (
+    "activeDeadlineSeconds", "affinity", "automountServiceAccountToken", "containers", "dnsConfig", "dnsPolicy",
+    "enableServiceLinks", "ephemeralContainers", "hostAliases", "hostIPC", "hostNetwork", "hostPID", "hostUsers",
+    "hostname", "hostnameOverride", "imagePullSecrets", "initContainers", "nodeName", "nodeSelector", "os",
+    "overhead", "preemptionPolicy", "priority", "priorityClassName", "readinessGates", "resourceClaims",
+    "resources", "restartPolicy", "runtimeClassName", "schedulerName", "schedulingGates", "schedulingGroup",
+    "securityContext", "serviceAccount", "serviceAccountName", "setHostnameAsFQDN", "shareProcessNamespace",
+    "subdomain", "terminationGracePeriodSeconds", "tolerations", "topologySpreadConstraints", "volumes")
+_CONTAINER = (
+    "args", "command", "env", "envFrom", "image", "imagePullPolicy", "lifecycle", "livenessProbe", "name", "ports",
+    "readinessProbe", "resizePolicy", "resources", "restartPolicy", "restartPolicyRules", "securityContext",
+    "startupProbe", "stdin", "stdinOnce", "terminationMessagePath", "terminationMessagePolicy", "tty",
+    "volumeDevices", "volumeMounts", "workingDir")
+_TEMPLATE = "spec.podSets[].template"
 _SELECTOR_TERM = ("key", "operator", "values")
 
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -63,13 +86,21 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "ResourceFlavor": {
         "spec": ("nodeLabels", "nodeTaints", "resourceWeights", "tolerations", "topologyName"),
         "spec.nodeTaints[]": ("effect", "key", "timeAdded", "value"),
-        "spec.tolerations[]": ("effect", "key", "operator", "tolerationSeconds", "value"),
+        "spec.tolerations[]": _TOLERATION,
     },
     "Workload": {
         "spec": ("active", "maximumExecutionTimeSeconds", "podSets", "preemptionGates", "priority",
                  "priorityClassRef", "queueName"),
         "spec.podSets[]": ("count", "minCount", "name", "template", "topologyRequest"),
         "spec.priorityClassRef": ("group", "kind", "name"),
+        _TEMPLATE: ("metadata", "spec"),
+        f"{_TEMPLATE}.spec": _POD_SPEC,
+        f"{_TEMPLATE}.spec.containers[]": _CONTAINER,
+        f"{_TEMPLATE}.spec.initContainers[]": _CONTAINER,
+        f"{_TEMPLATE}.spec.containers[].resources": _RESOURCES,
+        f"{_TEMPLATE}.spec.initContainers[].resources": _RESOURCES,
+        f"{_TEMPLATE}.spec.resources": _RESOURCES,
+        f"{_TEMPLATE}.spec.tolerations[]": _TOLERATION,
     },
 }
 
