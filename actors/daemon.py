@@ -178,7 +178,7 @@ async def run_daemon(source: Path | Source, port: ApiPort, *, interval: float = 
                 ready = True
                 wait = 0 if unsettled else _idle_wait(interval, _due(coord, elastic, clock), clock, notifier)
                 if status is not None:  # statuses whose working out was paced (kueued.pace): not later than that
-                    wait = min(wait, status.put_off(coord))
+                    wait = min(wait, status.put_off())
                 batch = []
                 with stop.interruptible():
                     batch = await source.changes(wait)

@@ -285,8 +285,8 @@ class FencedStatus:
             return 0
         return await self.publisher.publish(coord)
 
-    def put_off(self, coord: Any) -> float:
-        return self.publisher.put_off(coord) if self.fence.remaining() > 0 else math.inf
+    def put_off(self) -> float:
+        return self.publisher.put_off() if self.fence.remaining() > 0 else math.inf
 
     def validated(self, manifest: Mapping[str, Any], reason: str | None) -> bool:
         return self.publisher.validated(manifest, reason)

@@ -191,6 +191,7 @@ class TreeStatusPublisher:
         self._rounds: int | None = None     # the coordinator's round counter at the last computation
         self._sampled_at = ""               # and the admission fair sharing sample it showed
         self.pace = Pace(clock)             # of working the desired statuses out (module notes, 1)
+        self._put_off = False               # the last publish left them unworked by its pace
         self._last: dict[str, dict[str, Any]] = {}  # key -> status the API server answered our last write with
         self._written_at: dict[str, float] = {}
         self._due: set[str] = set()         # held back (interval) or refused: looked at again next publish
@@ -292,13 +293,11 @@ class TreeStatusPublisher:
                 tg.start_soon(write, *item)
         return done[0]
 
-    def put_off(self, coord: Coordinated) -> float:
+    def put_off(self) -> float:
         """Seconds until statuses whose working out the pace put off may be worked out, inf if none
         is: how long an idle pass may wait for changes before it publishes again."""
         wait = self.pace.wait()
-        if wait <= 0 or (coord.rounds == self._rounds and self._consumed(coord)[1] == self._sampled_at):
-            return math.inf
-        return wait
+        return wait if self._put_off and wait > 0 else math.inf
 
     async def _candidates(self, coord: Coordinated) -> list[str]:
         """The objects to look at, the longest unwritten first: every object gets its turn.  After a
@@ -306,7 +305,9 @@ class TreeStatusPublisher:
         working them out allows (module notes, 1); else those put off."""
         consumed, at = self._consumed(coord)
         # a round, or an AFS sample taken since; worked out no more often than its cost allows
-        if (coord.rounds != self._rounds or at != self._sampled_at) and self.pace.ready():
+        moved = coord.rounds != self._rounds or at != self._sampled_at
+        self._put_off = moved and not self.pace.ready()
+        if moved and not self._put_off:
             with self.pace.run():
                 snapshot = await coord.assemble()
                 self._desired = tree_status(coord.world, snapshot, consumed=consumed, consumed_at=at)

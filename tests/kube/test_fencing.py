@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
@@ -246,6 +247,9 @@ class Publisher:
         self.calls.append("publish")
         return 3
 
+    def put_off(self) -> float:
+        return 0.5  # statuses put off by their pace: due in half a second
+
     def validated(self, manifest: Any, reason: str | None) -> bool:
         self.calls.append(f"validated {reason}")
         return True
@@ -258,11 +262,13 @@ async def test_a_follower_s_status_publisher_does_not_even_try_but_keeps_its_boo
     inner, fence = Publisher(), Fence()
     status = FencedStatus(inner, fence)
     assert await status.publish(object()) == 0 and status.skipped == 1
+    assert status.put_off() == math.inf  # nothing to wake a follower for
     assert status.validated({"kind": "ClusterQueue"}, "spec.cohort: invalid") is True
     status.forget("ClusterQueue/cq")
     assert inner.calls == ["validated spec.cohort: invalid", "forget ClusterQueue/cq"]
     fence.lead()
     assert await status.publish(object()) == 3 and status.recorder is None
+    assert status.put_off() == 0.5
 
 
 def test_a_follower_s_refused_admission_reads_as_following_not_as_the_api_server_s() -> None:

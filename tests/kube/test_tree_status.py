@@ -620,12 +620,12 @@ def test_working_the_statuses_out_is_paced_by_its_cost_and_nothing_is_stranded()
     publish(publisher, coord)
     assert client.status["ClusterQueue/cq"]["pendingWorkloads"] == 0  # "a" is admitted
     world.apply(workload("b", "ns", "lq", created=2, cpu="1"))  # one more pending
-    assert publisher.put_off(coord) == math.inf  # nothing ran since: nothing put off
+    assert publisher.put_off() == math.inf  # nothing ran since: nothing put off
     written, waits = [], []
     for r in range(2, 12):
         clock.now += 0.5
         written.append(publish(publisher, coord, rounds=r))
-        waits.append(round(publisher.put_off(coord), 2))  # how long an idle daemon may wait to publish
+        waits.append(round(publisher.put_off(), 2))  # how long an idle daemon may wait to publish
     pace = 0.1 / publisher.pace.share
     assert worked_out[1] - worked_out[0] >= pace and len(worked_out) == 2  # 5.1 s: once more, at 104.1
     assert written == [0] * 7 + [2, 0, 0]  # the ClusterQueue's and the LocalQueue's pending count
