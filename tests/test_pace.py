@@ -48,3 +48,11 @@ def test_a_run_that_fails_still_counts_its_cost() -> None:
         clock.now += 1.0
         raise RuntimeError("the actors went away")
     assert pace.next_at == pytest.approx(12.0)
+
+
+def test_a_refresh_never_waits_longer_than_its_bound() -> None:
+    clock = Clock()
+    pace = Pace(clock, share=0.025, longest=5.0)
+    with pace.run():
+        clock.now += 1.0  # a loaded daemon: the refresh's awaits took a second of others' work
+    assert pace.next_at == pytest.approx(15.0)  # not 10.0 + 1.0 / 0.025 = 50.0
