@@ -66,17 +66,24 @@ class ClusterQueueActor(NodeActor):
 
     def sample(self, *, local_queues: bool = False) -> QueueSample:
         """A statistics record for metrics and status (read between rounds); ``local_queues``: with
-        the pending workloads of each LocalQueue, (active, inadmissible) as the queue's own."""
+        the pending workloads of each LocalQueue, (active, inadmissible) as the queue's own, and
+        its admitted ones here, (how many, their usage)."""
         by_lq: dict[str, tuple[int, int]] = {}
+        holdings: dict[str, tuple[int, dict[tuple[str, str], int]]] = {}
         if local_queues:
             parked = self.queue.inadmissible
             for wl in self.queue.pending():
                 active, inadmissible = by_lq.get(wl.local_queue, (0, 0))
                 by_lq[wl.local_queue] = ((active, inadmissible + 1) if wl.key in parked
                                          else (active + 1, inadmissible))
+            for wl in self.admitted.values():
+                held, usage = holdings.get(wl.local_queue) or (0, {})
+                for fr, v in wl.usage.items():
+                    usage[fr] = usage.get(fr, 0) + v
+                holdings[wl.local_queue] = (held + 1, usage)
         return QueueSample(self.name, active=self.queue.heap_size(), inadmissible=len(self.queue.inadmissible),
                            admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox,
-                           local_queues=by_lq)
+                           local_queues=by_lq, holdings=holdings)
 
     def handle(self, msg: Any) -> Any:
         """A value, or a coroutine for the messages that wait on the parent (the runtime

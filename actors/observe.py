@@ -77,12 +77,12 @@ class Gauges:
         samples = [await r.result(a.ask_timeout) for a, r in replies]
         metrics.observe_queues(samples, coord.forest.cluster_queues, terminating=coord.world.terminating)
         metrics.observe_cohorts(coord.forest.cohorts)
-        # each queue's admitted workloads: asked only when something reads them
-        snapshot = await coord.assemble() if lq is not None or coord.world.settings.fair_sharing else None
-        if lq is not None and snapshot is not None:
-            lq.observe(coord.world, snapshot, samples)
+        if lq is not None:  # each LocalQueue's holdings come with its queue's sample: no balances read
+            lq.observe(coord.world, coord.forest, samples)
             lq.forget(coord.world.local_queues.keys())
-        if coord.world.settings.fair_sharing and snapshot is not None:
+        # each queue's admitted workloads: asked only when fair sharing's shares read them
+        snapshot = await coord.assemble() if coord.world.settings.fair_sharing else None
+        if snapshot is not None:
             shares = Shares(snapshot)
             metrics.observe_shares({n: shares.of(cq.node).rounded() for n, cq in snapshot.cluster_queues.items()},
                                    {n: shares.of(co.node).rounded() for n, co in snapshot.cohorts.items()})

@@ -104,13 +104,15 @@ def build_labels() -> dict[str, str]:
 
 class QueueSample:
     """What one ClusterQueue actor reports: heap, parked, admitted and usage per (flavor, resource);
-    when asked, (heap, parked) per LocalQueue ``ns/name`` too (``local_queues``)."""
+    when asked, per LocalQueue ``ns/name`` too: (heap, parked) (``local_queues``) and its admitted
+    workloads here, (how many, their usage) (``holdings``)."""
 
-    __slots__ = ("name", "active", "inadmissible", "admitted", "usage", "mailbox", "local_queues")
+    __slots__ = ("name", "active", "inadmissible", "admitted", "usage", "mailbox", "local_queues", "holdings")
 
     def __init__(self, name: str, *, active: int, inadmissible: int, admitted: int,
                  usage: dict[tuple[str, str], int], mailbox: int,
-                 local_queues: dict[str, tuple[int, int]] | None = None) -> None:
+                 local_queues: dict[str, tuple[int, int]] | None = None,
+                 holdings: dict[str, tuple[int, dict[tuple[str, str], int]]] | None = None) -> None:
         self.name = name
         self.active = active
         self.inadmissible = inadmissible
@@ -118,6 +120,7 @@ class QueueSample:
         self.usage = usage
         self.mailbox = mailbox
         self.local_queues = local_queues or {}
+        self.holdings = holdings or {}
 
 
 class _Series:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from kueued.kube.tree_status import flavor_usage, local_queue_active, local_queue_holdings
+from kueued.kube.tree_status import covered, local_queue_active
 from kueued.metrics import WAIT_BUCKETS, Metrics, QueueSample, _eviction_labels, _Series
 from kueued.model.validation.configuration_gates import gates_of
 
@@ -141,10 +141,10 @@ class LocalQueueMetrics:
 
     # --- gauges ---------------------------------------------------------------------------------------
     def observe(self, world: World, snapshot: Snapshot, samples: Iterable[QueueSample]) -> None:
-        """Every LocalQueue of the World; ``snapshot`` holds each ClusterQueue's admitted workloads
-        (``Coordinator.assemble()``), ``samples`` each ClusterQueue's pending ones per LocalQueue."""
+        """Every LocalQueue of the World; ``snapshot`` gives the ClusterQueues' specs and whether each
+        is active (the coordinator's forest: no balances read), ``samples`` each ClusterQueue's pending
+        and admitted workloads per LocalQueue (``Sample(local_queues=True)``)."""
         by_name = {s.name: s for s in samples}
-        holdings = local_queue_holdings(snapshot)
         pending: dict[tuple[str, ...], float] = {}
         held: dict[tuple[str, ...], float] = {}
         status: dict[tuple[str, ...], float] = {}
@@ -164,13 +164,11 @@ class LocalQueueMetrics:
                     active, parked = 0, active + parked
             pending[(*labels, "active")] = active
             pending[(*labels, "inadmissible")] = parked
-            count, used = holdings.get((key, cq_name)) or (0, {})
+            count, used = sample.holdings.get(key) or (0, {}) if sample is not None else (0, {})
             held[labels] = count
             if cq is not None:
-                for flavor in flavor_usage(cq.spec.resource_groups, used):
-                    for res in flavor["resources"]:
-                        usage[(*labels, flavor["name"], res["name"])] = \
-                            used.get((flavor["name"], res["name"]), 0) / 1000
+                for fr in covered(cq.spec.resource_groups):
+                    usage[(*labels, *fr)] = used.get(fr, 0) / 1000
         self.pending.replace(pending)
         self.reserving_active.replace(held)
         self.admitted_active.replace(held)  # no admission checks: reserving is admitted

@@ -53,7 +53,7 @@ from kueued.scheduling.forest import edges_of
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
 from kueued.world import World
 
-__all__ = ["Desired", "tree_status", "ACTIVE", "STATUS_KINDS", "local_queue_holdings", "local_queue_active",
+__all__ = ["Desired", "tree_status", "ACTIVE", "STATUS_KINDS", "local_queue_holdings", "local_queue_active", "covered",
            "flavor_usage"]
 
 ACTIVE = "Active"
@@ -141,6 +141,20 @@ def _cluster_queue(world: World, cq: ClusterQueueSnapshot, obj: api.ClusterQueue
     }
     return Desired("ClusterQueue", "", cq.name, fields, (active_condition(world, cq, obj, edges),),
                    _generation(world, f"ClusterQueue/{cq.name}"))
+
+
+def covered(groups: list[api.ResourceGroup]) -> list[FR]:
+    """Every (flavor, resource) a queue's resource groups cover, in Kueue's ``getUsage`` order: each
+    flavor of each group in spec order (the first group naming it), its covered resources sorted."""
+    out: list[FR] = []
+    seen: set[str] = set()
+    for rg in groups:
+        resources = sorted(set(rg.covered_resources))
+        for fq in rg.flavors:
+            if fq.name not in seen:
+                seen.add(fq.name)
+                out.extend((fq.name, res) for res in resources)
+    return out
 
 
 def flavor_usage(groups: list[api.ResourceGroup], usage: Mapping[FR, int], *,

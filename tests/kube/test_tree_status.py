@@ -23,7 +23,7 @@ from kueued.kube.errors import ApiError, ApiNotFound, ApiUnavailable
 from kueued.kube.events import EventRecorder
 from kueued.kube.port import Condition, InMemoryPort
 from kueued.kube.status_publisher import TreeStatusPublisher, WriteBudget
-from kueued.kube.tree_status import Desired, tree_status
+from kueued.kube.tree_status import Desired, covered, tree_status
 from kueued.scheduling.fairsharing.admission import AdmissionFairSharing
 from kueued.scheduling.snapshot import Snapshot
 from kueued.world import World
@@ -84,6 +84,11 @@ def test_usage_lists_every_flavor_in_spec_order_with_its_resources_sorted_and_me
                                             {"name": "memory", "total": "3Gi", "borrowed": "0"}]},
         {"name": "spot", "resources": [{"name": "cpu", "total": "0", "borrowed": "0"},
                                        {"name": "memory", "total": "0", "borrowed": "0"}]}]
+    # the LocalQueue gauges' series: the same pairs in the same order, without the strings
+    pairs = [(f["name"], r["name"]) for f in tree_status(world, snap)["ClusterQueue/cq"].fields["flavorsUsage"]
+             for r in f["resources"]]
+    assert covered(snap.cluster_queues["cq"].spec.resource_groups) == pairs == [
+        ("on-demand", "cpu"), ("on-demand", "memory"), ("spot", "cpu"), ("spot", "memory")]
 
 
 def test_a_queue_in_a_cohort_says_what_it_borrows() -> None:
