@@ -60,3 +60,14 @@ def test_a_tiny_baseline_runs_through_the_api_server(installed: Any, tmp_path: P
         assert set(run.first_admit) == everyone, run.label
         assert set(run.finished) == everyone, run.label
     assert ours.process["cpu_s"] > 0 and ours.process["rss_mib"] > 0
+
+
+def test_repeated_pairs_are_reported_by_their_median_ratio() -> None:
+    """``--repeat``: the tables show the pair whose wall over the larger floor is the median one."""
+    bench = _bench()
+    pairs = [(bench.Result("API floor", wall=floor), bench.Result("kueued", wall=ours))
+             for floor, ours in ((30.0, 45.0), (35.0, 40.0), (29.0, 38.0))]  # 1.50x, 1.14x, 1.31x
+    assert bench.median_pair(pairs, schedule_s=1.4) == 2
+    assert bench.median_pair(pairs[:2], schedule_s=1.4) == 0  # of two, the higher
+    assert bench.median_pair([(None, bench.Result("kueued", wall=10.0))], schedule_s=8.0) == 0
+    assert bench.median_pair(pairs, schedule_s=40.0) == 1  # the schedule floor the larger: 1.13x, 1.0x, 0.95x
