@@ -164,7 +164,7 @@ class LocalQueueMetrics:
                     active, parked = 0, active + parked
             pending[(*labels, "active")] = active
             pending[(*labels, "inadmissible")] = parked
-            count, used = sample.holdings.get(key) or (0, {}) if sample is not None else (0, {})
+            count, used = (sample.holdings.get(key) if sample is not None else None) or (0, {})
             held[labels] = count
             if cq is not None:
                 for fr in covered(cq.spec.resource_groups):

@@ -37,7 +37,7 @@ A LocalQueue is Active unless stopped (``Stopped``), its ClusterQueue is missing
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -143,18 +143,21 @@ def _cluster_queue(world: World, cq: ClusterQueueSnapshot, obj: api.ClusterQueue
                    _generation(world, f"ClusterQueue/{cq.name}"))
 
 
-def covered(groups: list[api.ResourceGroup]) -> list[FR]:
-    """Every (flavor, resource) a queue's resource groups cover, in Kueue's ``getUsage`` order: each
-    flavor of each group in spec order (the first group naming it), its covered resources sorted."""
-    out: list[FR] = []
+def _flavors(groups: list[api.ResourceGroup]) -> Iterator[tuple[str, list[str]]]:
+    """Kueue's ``getUsage`` order: each flavor of each group in spec order (the first group naming
+    it), with that group's covered resources sorted."""
     seen: set[str] = set()
     for rg in groups:
         resources = sorted(set(rg.covered_resources))
         for fq in rg.flavors:
             if fq.name not in seen:
                 seen.add(fq.name)
-                out.extend((fq.name, res) for res in resources)
-    return out
+                yield fq.name, resources
+
+
+def covered(groups: list[api.ResourceGroup]) -> list[FR]:
+    """Every (flavor, resource) a queue's resource groups cover, in :func:`flavor_usage`'s order."""
+    return [(flavor, res) for flavor, resources in _flavors(groups) for res in resources]
 
 
 def flavor_usage(groups: list[api.ResourceGroup], usage: Mapping[FR, int], *,
@@ -163,22 +166,16 @@ def flavor_usage(groups: list[api.ResourceGroup], usage: Mapping[FR, int], *,
     with ``nominal`` (a ClusterQueue) each resource also says what it ``borrowed``, which is
     what it uses over its nominal quota when it has a parent to borrow from, else 0."""
     out: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for rg in groups:
-        resources = sorted(set(rg.covered_resources))
-        for fq in rg.flavors:
-            if fq.name in seen:
-                continue
-            seen.add(fq.name)
-            listed = []
-            for res in resources:
-                used = usage.get((fq.name, res), 0)
-                entry: dict[str, Any] = {"name": res, "total": format_milli(used, resource=res)}
-                if nominal is not None:
-                    over = used - nominal.get((fq.name, res), 0) if borrowing else 0
-                    entry["borrowed"] = format_milli(max(0, over), resource=res)
-                listed.append(entry)
-            out.append({"name": fq.name, "resources": listed})
+    for flavor, resources in _flavors(groups):
+        listed = []
+        for res in resources:
+            used = usage.get((flavor, res), 0)
+            entry: dict[str, Any] = {"name": res, "total": format_milli(used, resource=res)}
+            if nominal is not None:
+                over = used - nominal.get((flavor, res), 0) if borrowing else 0
+                entry["borrowed"] = format_milli(max(0, over), resource=res)
+            listed.append(entry)
+        out.append({"name": flavor, "resources": listed})
     return out
 
 
