@@ -26,7 +26,7 @@ kueued's to judge.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from kueued.errors import FieldError
 
@@ -105,24 +105,42 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+class _Node(NamedTuple):
+    """One object node, compiled from :data:`FIELDS`: each declared field and the node it opens
+    (``into``, for a mapping) or the node each item of it opens (``items``, for a list), else None."""
+    into: dict[str, str | None]
+    items: dict[str, str | None]
+
+
+def _compile(nodes: Mapping[str, tuple[str, ...]]) -> dict[str, _Node]:
+    return {node: _Node({key: f"{node}.{key}" if f"{node}.{key}" in nodes else None for key in known},
+                        {key: f"{node}.{key}[]" if f"{node}.{key}[]" in nodes else None for key in known})
+            for node, known in nodes.items()}
+
+
+_COMPILED = {kind: _compile(nodes) for kind, nodes in FIELDS.items()}  # every Workload is walked: no strings built
+
+
 def unknown_fields(obj: Mapping[str, Any]) -> list[FieldError]:
     """Every field of ``obj`` below its ``spec`` that Kueue's schema does not declare, as kubectl names it."""
-    nodes = FIELDS.get(str(obj.get("kind")))
+    nodes = _COMPILED.get(str(obj.get("kind")))
     if not nodes or not isinstance(obj.get("spec"), Mapping):
         return []
     return [FieldError(path, f'unknown field "{path}"') for path in _walk(nodes, obj["spec"], "spec", "spec")]
 
 
-def _walk(nodes: Mapping[str, tuple[str, ...]], value: Mapping[str, Any], node: str, path: str) -> Iterator[str]:
-    known = nodes[node]
+def _walk(nodes: Mapping[str, _Node], value: Mapping[str, Any], node: str, path: str) -> Iterator[str]:
+    into, items = nodes[node]
     for key, sub in value.items():
-        if key not in known:
+        if key not in into:
             yield f"{path}.{key}"
             continue
-        child = f"{node}.{key}"
-        if child in nodes and isinstance(sub, Mapping):
+        child = into[key]
+        if child is not None and isinstance(sub, Mapping):
             yield from _walk(nodes, sub, child, f"{path}.{key}")
-        elif f"{child}[]" in nodes and isinstance(sub, list):
+            continue
+        child = items[key]
+        if child is not None and isinstance(sub, list):
             for i, item in enumerate(sub):
                 if isinstance(item, Mapping):
-                    yield from _walk(nodes, item, f"{child}[]", f"{path}.{key}[{i}]")
+                    yield from _walk(nodes, item, child, f"{path}.{key}[{i}]")
