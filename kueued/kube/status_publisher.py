@@ -37,7 +37,8 @@ the object says so: :meth:`~TreeStatusPublisher.validated` sets condition ``Acce
 (False, reason ``ValidationFailed``, the field errors as message; True, reason ``Valid``,
 once a later version passes) on a ClusterQueue, LocalQueue, Cohort or Workload, and
 records a ``ValidationFailed`` warning Event (once per refused version) on those and on a
-ResourceFlavor or WorkloadPriorityClass, whose CRDs have no status to hold a condition.
+ResourceFlavor or WorkloadPriorityClass, whose CRDs have no status to hold a condition, and on an
+ElasticQuota (whose Accepted condition the elastic tree writes: ``actors.elastic.status``).
 A Workload's conditions are also written by the API port (``kueued.kube.commits``), which
 builds on ``World.raw``: the publisher merges into that manifest's conditions and, once
 written, leaves the server's list there, so neither writer drops the other's condition.
@@ -90,9 +91,10 @@ STATUS_WRITE_BURST = 200
 
 ACCEPTED = "Accepted"
 VALIDATED_KINDS = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor", "Workload",
-                             "WorkloadPriorityClass"})
-"""Kueue's kinds, whose refusals the publisher reports (ElasticQuota has its own, in actors.elastic)."""
-IN_FORCE_KINDS = VALIDATED_KINDS | {"ElasticQuota"}
+                             "WorkloadPriorityClass", "ElasticQuota"})
+"""The kinds whose refusals the publisher reports: a warning Event for each, an Accepted condition
+for those in ``STATUS_KINDS`` (an ElasticQuota's condition is written by ``actors.elastic.status``), and
+the annotation of the version in force (``kueued.kube.in_force``)."""
 """The kinds whose version in force is kept on the object (``kueued.io/in-force``)."""
 
 
@@ -252,7 +254,7 @@ class TreeStatusPublisher:
     def in_force(self, manifest: Mapping[str, Any], held: Mapping[str, Any] | None, *, refused: bool) -> None:
         """``manifest`` was applied (refused or not) with ``held`` in force: keep the annotation that
         records the version in force right (:mod:`kueued.kube.in_force`), on the next publish."""
-        if manifest.get("kind") in IN_FORCE_KINDS:  # what kueued validates and may patch (RBAC)
+        if manifest.get("kind") in VALIDATED_KINDS:  # what kueued validates and may patch (RBAC)
             self.memory.note(manifest, wanted(manifest, held, refused=refused))
 
     def forget(self, key: str) -> None:

@@ -140,3 +140,18 @@ def test_an_admitted_workload_has_kueue_s_events(daemon: Daemon) -> None:
     assert events["QuotaReserved"]["message"].startswith(
         "Quota reserved in ClusterQueue ts-events, wait time since queued was ")
     assert events["Admitted"]["message"] == "Admitted by ClusterQueue ts-events, wait time since reservation was 0s"
+
+
+def test_a_refused_elastic_quota_says_why_in_its_condition_and_a_warning(daemon: Daemon) -> None:
+    """Koordinator's webhook would refuse min > max at apply time; kueued says so on the object."""
+    cluster = daemon.cluster
+    quota = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+             "metadata": {"name": "ts-eq", "namespace": "ts-e"},
+             "spec": {"min": {"cpu": "10"}, "max": {"cpu": "5"}}}
+    _apply(cluster, namespace("ts-e"), quota)
+    _wait(cluster, "jsonpath={.status.conditions[?(@.type=='Accepted')].reason}=ValidationFailed",
+          "elasticquota/ts-eq", namespace="ts-e")
+    accepted = _condition(_get(cluster, "elasticquota", "ts-eq", "-n", "ts-e"), "Accepted")
+    assert (accepted["status"], accepted["message"]) == ("False", "spec.min.cpu: min 10 > max 5")
+    warning = _events(cluster, "ts-e", "ts-eq", {"ValidationFailed"})["ValidationFailed"]
+    assert (warning["type"], warning["kind"], warning["message"]) == ("Warning", "ElasticQuota", accepted["message"])

@@ -511,6 +511,25 @@ def test_a_refused_queue_gets_accepted_false_and_one_warning_and_true_once_a_ver
     assert client.events == [("bad", "Warning", "ValidationFailed", BAD_REASON)]
 
 
+def test_a_refused_elastic_quota_gets_one_warning_and_no_condition_from_the_publisher() -> None:
+    """Its Accepted condition is the elastic tree's to write (actors.elastic.status); the warning
+    Event says what Koordinator's webhook would have, once per refused version."""
+    client = FakeClient()
+    recorder = EventRecorder(client)
+    publisher = TreeStatusPublisher(client, recorder=recorder)
+    world, snap = settle(*team())
+    bad = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+           "metadata": {"name": "eq", "namespace": "ns", "uid": "u-eq", "generation": 1},
+           "spec": {"min": {"cpu": "10"}, "max": {"cpu": "5"}}}
+    assert publisher.validated(bad, "spec.min.cpu: min 10 > max 5") is True
+    assert publisher.validated(bad, "spec.min.cpu: min 10 > max 5") is False  # the echo of an annotation write
+    publish(publisher, Settled(world, snap))
+    assert not [key for key in client.written() if key.startswith("ElasticQuota")]
+    assert recorder.pending_events() == 1
+    assert publisher.validated({**bad, "metadata": {**bad["metadata"], "generation": 2}},
+                               "spec.min.cpu: min 10 > max 5") is True  # a new version, refused again
+
+
 def test_a_refused_workload_keeps_its_other_conditions() -> None:
     world, snap = settle(*team(), workload("a", "ns", "lq", cpu="1"))
     admitted = world.raw["Workload/ns/a"]

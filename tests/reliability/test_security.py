@@ -62,7 +62,7 @@ DYNAMIC: dict[tuple[str, str], tuple[frozenset[Kind], str]] = {
     ("finalizers", "kind"): (frozenset(KINDS[k] for k in PATCHED_KINDS), "Kueue's finalizer: PATCHED_KINDS only"),
     ("Retention", "kind"): (frozenset({KINDS["Workload"], JOB}),
                             "object retention deletes a finished Workload or the Job of one Kueue deactivated"),
-    ("InForceWriter", "kind"): (frozenset(KINDS[k] for k in {*VALIDATED_KINDS, "ElasticQuota"}),
+    ("InForceWriter", "kind"): (frozenset(KINDS[k] for k in VALIDATED_KINDS),
                                 "the kueued.io/in-force annotation on a refused object: the kinds kueued validates"),
 }
 """Call sites whose kind is computed: (the class they are in, the kind expression) -> (the kinds it can be, why)."""
