@@ -94,8 +94,7 @@ VALIDATED_KINDS = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "ResourceFl
                              "WorkloadPriorityClass", "ElasticQuota"})
 """The kinds whose refusals the publisher reports: a warning Event for each, an Accepted condition
 for those in ``STATUS_KINDS`` (an ElasticQuota's condition is written by ``actors.elastic.status``), and
-the annotation of the version in force (``kueued.kube.in_force``)."""
-"""The kinds whose version in force is kept on the object (``kueued.io/in-force``)."""
+the annotation of the version in force (``kueued.io/in-force``, :mod:`kueued.kube.in_force`)."""
 
 
 class StatusPatcher(Protocol):
