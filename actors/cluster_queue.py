@@ -83,7 +83,7 @@ class ClusterQueueActor(NodeActor):
                 holdings[wl.local_queue] = (held + 1, usage)
         return QueueSample(self.name, active=self.queue.heap_size(), inadmissible=len(self.queue.inadmissible),
                            admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox,
-                           local_queues=by_lq, holdings=holdings)
+                           local_queues=by_lq, holdings=holdings, handled=self.handled)
 
     def handle(self, msg: Any) -> Any:
         """A value, or a coroutine for the messages that wait on the parent (the runtime

@@ -359,6 +359,13 @@ class Actor:
     def stats(self) -> Stats:
         return Stats(self.name, self.handled, len(self._mailbox))
 
+    def unchanged_since(self, handled: int) -> bool:
+        """Has the actor handled nothing since its ``handled`` count read ``handled``, with nothing
+        queued, deferred or half-handled (a handler's coroutine awaiting) for it?  Its state is only
+        ever changed by handling a message, so an answer it gave at that count still holds."""
+        return (self.handled == handled and self._deferred is None and self._mailbox.idle
+                and not self._busy)
+
 
 _AWAITABLE: dict[type, bool] = {}
 

@@ -105,14 +105,18 @@ def build_labels() -> dict[str, str]:
 class QueueSample:
     """What one ClusterQueue actor reports: heap, parked, admitted and usage per (flavor, resource);
     when asked, per LocalQueue ``ns/name`` too: (heap, parked) (``local_queues``) and its admitted
-    workloads here, (how many, their usage) (``holdings``)."""
+    workloads here, (how many, their usage) (``holdings``).  ``handled``: the actor's count of
+    handled messages when it answered (``Actor.unchanged_since``: whether the answer still holds)."""
 
-    __slots__ = ("name", "active", "inadmissible", "admitted", "usage", "mailbox", "local_queues", "holdings")
+    __slots__ = ("name", "active", "inadmissible", "admitted", "usage", "mailbox", "local_queues", "holdings",
+                 "handled")
 
     def __init__(self, name: str, *, active: int, inadmissible: int, admitted: int,
                  usage: dict[tuple[str, str], int], mailbox: int,
                  local_queues: dict[str, tuple[int, int]] | None = None,
-                 holdings: dict[str, tuple[int, dict[tuple[str, str], int]]] | None = None) -> None:
+                 holdings: dict[str, tuple[int, dict[tuple[str, str], int]]] | None = None,
+                 handled: int = -1) -> None:
+        self.handled = handled
         self.name = name
         self.active = active
         self.inadmissible = inadmissible

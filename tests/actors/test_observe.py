@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 
+from actors.messages import Sample
 from actors.observe import Gauges
+from actors.runtime import Actor
+from kueued.metrics import QueueSample
 
 
 class Backlog:
@@ -77,3 +81,59 @@ def test_under_a_backlog_a_costly_refresh_is_paced_by_its_cost() -> None:
     pace = 0.05 / gauges.pace.share
     assert all(b - a >= pace for a, b in zip(refreshed[:-1], refreshed[1:-1], strict=False))
     assert len(refreshed) == 4 and refreshed[-1] - refreshed[-2] < pace  # three in the storm, the catch-up
+
+
+class Counter(Actor):
+    """A queue actor reduced to what the gauges read: its samples, and messages that change it."""
+
+    handles_at_once = True
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.samples = 0
+        self.value = 0
+
+    def handle(self, msg: Any) -> Any:
+        if isinstance(msg, Sample):
+            self.samples += 1
+            return QueueSample(self.name, active=self.value, inadmissible=0, admitted=0, usage={}, mailbox=0,
+                               handled=self.handled)
+        self.value += msg
+        return None
+
+
+def test_a_queue_that_handled_nothing_since_its_last_sample_is_not_asked_again() -> None:
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            actors = {name: Counter(name) for name in ("a", "b", "c")}
+            for actor in actors.values():
+                await tg.start(actor.run)
+            coord: Any = SimpleNamespace(cluster_queues=dict(actors))
+            gauges = Gauges(metrics=Any, coord=coord, elastic=Any, source=Backlog(), clock=Clock())  # type: ignore[arg-type]
+
+            first = await gauges._samples(False)
+            assert [a.samples for a in actors.values()] == [1, 1, 1]
+            again = await gauges._samples(False)
+            assert [a.samples for a in actors.values()] == [1, 1, 1]  # nothing moved: nothing asked
+            assert [s.active for s in again] == [s.active for s in first]
+
+            await actors["b"].ask(2)  # b changed
+            actors["c"].defer(5)  # c has a change waiting for its next message
+            changed = {s.name: s.active for s in await gauges._samples(False)}
+            assert [a.samples for a in actors.values()] == [1, 2, 2]
+            assert changed == {"a": 0, "b": 2, "c": 5}
+
+            await gauges._samples(True)  # asked for more (the LocalQueue gate): every queue again
+            assert [a.samples for a in actors.values()] == [2, 3, 3]
+
+            fresh = Counter("a")  # a queue's spec changed: the coordinator made a new actor
+            await tg.start(fresh.run)
+            coord.cluster_queues["a"] = fresh
+            del coord.cluster_queues["c"]
+            names = [s.name for s in await gauges._samples(True)]
+            assert sorted(names) == ["a", "b"] and fresh.samples == 1 and actors["b"].samples == 3
+            assert set(gauges._last) == {"a", "b"}
+            for actor in [*actors.values(), fresh]:
+                actor.stop()
+
+    anyio.run(main)
