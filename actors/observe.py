@@ -95,13 +95,11 @@ class Gauges:
                                    **{f"ElasticQuota/{n}": a.stats().mailbox for n, a in elastic.groups.items()}})
         metrics.forget(coord.forest.cluster_queues.keys() | elastic.groups.keys())
 
-
     async def _samples(self, local_queues: bool) -> list[QueueSample]:
         """Every ClusterQueue's sample: asked, not read (a queue's deferred requeues are delivered
         before it answers), except where the last answer still holds: the same actor has handled
-        nothing since (``Actor.unchanged_since``) and it was asked the same.  Under a trickle of
-        changes a pass moves a queue or two of a thousand, and asking all of them after every pass
-        was most of the daemon's CPU (``bench``: 5 Workloads a second on 1,000 ClusterQueues)."""
+        nothing since (``Actor.unchanged_since``) and it was asked the same.  A pass under a trickle
+        moves a queue or two of a thousand (``bench/gauges_refresh.py``)."""
         last = self._last
         samples: list[QueueSample] = []
         asked = []

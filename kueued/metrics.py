@@ -116,7 +116,6 @@ class QueueSample:
                  local_queues: dict[str, tuple[int, int]] | None = None,
                  holdings: dict[str, tuple[int, dict[tuple[str, str], int]]] | None = None,
                  handled: int = -1) -> None:
-        self.handled = handled
         self.name = name
         self.active = active
         self.inadmissible = inadmissible
@@ -125,6 +124,7 @@ class QueueSample:
         self.mailbox = mailbox
         self.local_queues = local_queues or {}
         self.holdings = holdings or {}
+        self.handled = handled
 
 
 class _Series:
