@@ -48,7 +48,7 @@ from actors.messages import (
 from actors.node import NodeActor
 from kueued.metrics import QueueSample
 from kueued.scheduling.queues import PendingQueue
-from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec
+from kueued.scheduling.workload import Placement, WorkloadInfo, WorkloadSpec, holdings_by_local_queue
 
 __all__ = ["ClusterQueueActor", "left_of"]
 
@@ -76,11 +76,7 @@ class ClusterQueueActor(NodeActor):
                 active, inadmissible = by_lq.get(wl.local_queue, (0, 0))
                 by_lq[wl.local_queue] = ((active, inadmissible + 1) if wl.key in parked
                                          else (active + 1, inadmissible))
-            for wl in self.admitted.values():
-                held, usage = holdings.get(wl.local_queue) or (0, {})
-                for fr, v in wl.usage.items():
-                    usage[fr] = usage.get(fr, 0) + v
-                holdings[wl.local_queue] = (held + 1, usage)
+            holdings = holdings_by_local_queue(self.admitted.values())
         return QueueSample(self.name, active=self.queue.heap_size(), inadmissible=len(self.queue.inadmissible),
                            admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox,
                            local_queues=by_lq, holdings=holdings, handled=self.handled)

@@ -51,6 +51,7 @@ from kueued.quota.tree import Edges, cycle_words
 from kueued.scheduling.fairsharing.share import Shares
 from kueued.scheduling.forest import edges_of
 from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
+from kueued.scheduling.workload import holdings_by_local_queue
 from kueued.world import World
 
 __all__ = ["Desired", "tree_status", "ACTIVE", "STATUS_KINDS", "local_queue_holdings", "local_queue_active", "covered",
@@ -218,14 +219,8 @@ def local_queue_holdings(snapshot: Snapshot) -> dict[tuple[str, str], tuple[int,
     that ClusterQueue and their usage (milli-units), in one pass over every admitted workload
     (the snapshot must hold them: ``Coordinator.assemble()``).  A LocalQueue counts only those
     in its own ClusterQueue (module notes), which its caller picks."""
-    out: dict[tuple[str, str], tuple[int, dict[FR, int]]] = {}
-    for cq_name, cq in snapshot.cluster_queues.items():
-        for wl in cq.workloads.values():
-            held, usage = out.get((wl.local_queue, cq_name)) or (0, {})
-            for fr, v in wl.usage.items():
-                usage[fr] = usage.get(fr, 0) + v
-            out[(wl.local_queue, cq_name)] = (held + 1, usage)
-    return out
+    return {(lq, cq_name): held for cq_name, cq in snapshot.cluster_queues.items()
+            for lq, held in holdings_by_local_queue(cq.workloads.values()).items()}
 
 
 def local_queue_active(world: World, snapshot: Snapshot, lq: api.LocalQueue) -> Condition:

@@ -29,7 +29,8 @@ from kueued.model.quantity import parse
 from kueued.quota.node import FR
 from kueued.scheduling.limitrange import Summary, violations, with_defaults
 
-__all__ = ["Placement", "PodSetRequest", "WorkloadInfo", "WorkloadSpec", "pod_requests", "spec_of", "timestamp"]
+__all__ = ["Placement", "PodSetRequest", "WorkloadInfo", "WorkloadSpec", "holdings_by_local_queue", "pod_requests",
+           "spec_of", "timestamp"]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -374,6 +375,17 @@ def _usage_of(adm: api.Admission, obj: api.Workload, reclaimable: dict[str, int]
                 amount = amount // admitted * current
             usage[fr] = usage.get(fr, 0) + amount
     return usage
+
+
+def holdings_by_local_queue(admitted: Iterable[WorkloadInfo]) -> dict[str, tuple[int, dict[FR, int]]]:
+    """LocalQueue ``ns/name`` -> how many of ``admitted`` came through it and their usage (milli-units)."""
+    out: dict[str, tuple[int, dict[FR, int]]] = {}
+    for wl in admitted:
+        held, usage = out.get(wl.local_queue) or (0, {})
+        for fr, v in wl.usage.items():
+            usage[fr] = usage.get(fr, 0) + v
+        out[wl.local_queue] = (held + 1, usage)
+    return out
 
 
 def _flavors_of(adm: api.Admission) -> dict[str, dict[str, str]]:
