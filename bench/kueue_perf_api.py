@@ -728,9 +728,9 @@ def report(config: str, scale: float, shape: Shape, schedule: Any, floor: Result
 
 def targets(schedule: Any, floor: Result | None, ours: Result, chain: tuple[float, Any] | None = None) -> Table:
     p = ours.process
-    floors = [schedule.wall_ms / 1000] + ([floor.wall] if floor else [])
     rows = [
-        ("wall / max(API floor, schedule floor)", ours.wall / max(floors), TARGETS["wall"], "{:.2f}"),
+        ("wall / max(API floor, schedule floor)", ours.wall / larger_floor(floor, schedule.wall_ms / 1000),
+         TARGETS["wall"], "{:.2f}"),
         ("kueued cpu / wall", p.get("cpu_s", math.nan) / ours.wall, TARGETS["cpu"], "{:.0%}"),
         ("commit p99 (s)", p.get("p99", math.nan), TARGETS["p99"], "{:.3f}"),
     ]
@@ -810,10 +810,15 @@ def chain_floor(trace: Trace, latency: float) -> Any:
     return schedule_floor(slower)
 
 
+def larger_floor(floor: Result | None, schedule_s: float) -> float:
+    """The larger of a pair's API floor (when it ran) and the schedule floor, in seconds."""
+    return max(schedule_s, floor.wall) if floor is not None else schedule_s
+
+
 def median_pair(pairs: list[tuple[Result | None, Result]], schedule_s: float) -> int:
     """The index of the (floor, kueued) pair whose wall / max(floors) is the median of all pairs'
     (the higher middle one of an even count): the pair the report shows with ``--repeat``."""
-    ratios = [ours.wall / max([schedule_s] + ([floor.wall] if floor is not None else [])) for floor, ours in pairs]
+    ratios = [ours.wall / larger_floor(floor, schedule_s) for floor, ours in pairs]
     ranked = sorted(range(len(pairs)), key=lambda i: ratios[i])
     return ranked[len(ranked) // 2]
 
@@ -891,7 +896,7 @@ def main() -> int:
             console.print(f"API writes, {r.label}: {breakdown(r.writes)}")
             console.print(f"API reads, {r.label}: {breakdown(r.reads)}")
     if len(pairs) > 1:
-        floors = [max([schedule.summary.wall_ms / 1000] + ([f.wall] if f is not None else [])) for f, _ in pairs]
+        floors = [larger_floor(f, schedule.summary.wall_ms / 1000) for f, _ in pairs]
         listed = ", ".join(f"{o.wall:.1f} / {b:.1f} s = {o.wall / b:.2f}x"
                            for (_, o), b in zip(pairs, floors, strict=True))
         console.print(f"{len(pairs)} pairs, in the order run (kueued / the larger floor): {listed}; "

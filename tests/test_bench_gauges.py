@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import gc
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "gauges_refresh.py"
+from tests.benches import load_bench
 
 
 def test_the_refresh_bench_prints_a_median_for_each_kind(monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("bench_gauges_refresh", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("gauges_refresh")
     monkeypatch.setattr(gc, "set_threshold", lambda *t: None)  # main tunes the collector, as the CLI does
     monkeypatch.setattr(sys, "argv", ["gauges_refresh.py", "--cluster-queues", "6", "--workloads", "12",
                                       "--repeat", "2"])

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import gc
-import importlib.util
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from kueued.timeline import Summary
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "throughput.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_throughput", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benches import load_bench
 
 
 def _summary(host: float, admissions: int = 100) -> Summary:
@@ -29,7 +17,7 @@ def _summary(host: float, admissions: int = 100) -> Summary:
 
 
 def test_the_median_run_is_the_middle_host_time() -> None:
-    bench = _bench()
+    bench = load_bench("throughput")
     runs = [_summary(3.0), _summary(1.0), _summary(2.0)]
     assert bench.median_run(runs) is runs[2]
     assert bench.median_run(runs[:2]) is runs[1]  # of two, the faster
@@ -38,7 +26,7 @@ def test_the_median_run_is_the_middle_host_time() -> None:
 
 def test_repeated_runs_print_a_row_each_and_the_median(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    bench = _bench()
+    bench = load_bench("throughput")
     monkeypatch.setattr(gc, "set_threshold", lambda *t: None)  # main tunes the collector, as the CLI does
     monkeypatch.setattr(sys, "argv", ["throughput.py", "--cluster-queues", "4", "--workloads", "40",
                                       "--no-preemption", "--repeat", "2"])

@@ -8,35 +8,24 @@ test's to judge.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from functools import partial
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
 import pytest
 from rich.console import Console
 
+from tests.benches import load_bench
+
 pytestmark = pytest.mark.control_plane
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "kueue_perf_api.py"
 NAMESPACE = "perf-smoke"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kueue_perf_api", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.timeout(120)
 def test_a_tiny_baseline_runs_through_the_api_server(installed: Any, tmp_path: Path) -> None:
-    bench = _bench()
+    bench = load_bench("kueue_perf_api")
     trace = bench.load_trace("baseline", 0.01, namespace=NAMESPACE, prefix="smoke-")
     shape = bench.shape_of(trace)
     schedule = bench.schedule_floor(trace)
@@ -64,7 +53,7 @@ def test_a_tiny_baseline_runs_through_the_api_server(installed: Any, tmp_path: P
 
 def test_repeated_pairs_are_reported_by_their_median_ratio() -> None:
     """``--repeat``: the tables show the pair whose wall over the larger floor is the median one."""
-    bench = _bench()
+    bench = load_bench("kueue_perf_api")
     pairs = [(bench.Result("API floor", wall=floor), bench.Result("kueued", wall=ours))
              for floor, ours in ((30.0, 45.0), (35.0, 40.0), (29.0, 38.0))]  # 1.50x, 1.14x, 1.31x
     assert bench.median_pair(pairs, schedule_s=1.4) == 2
