@@ -71,6 +71,7 @@ __all__ = ["Rounds"]
 log = structlog.get_logger("kueued.coordinator")
 
 Heads = list[tuple[WorkloadInfo, str]]
+_NONE: frozenset[str] = frozenset()
 
 
 class Rounds:
@@ -329,15 +330,17 @@ class Rounds:
         """Every other head goes back by its queue's rules (deferred to the next message to its
         queue); whether one was parked (that changes the next round)."""
         changed = False
+        reasons, actors, forest = self.reasons, self.cluster_queues, self.forest.cluster_queues
         for e in result.entries:
             if id(e) in settled:
                 continue
-            self.reasons[e.wl.key] = e.message
-            actor = self.cluster_queues[e.cq]
-            if parks(self.forest.cluster_queues[e.cq].spec.queueing_strategy == "StrictFIFO", e.reason):
+            key = e.wl.key
+            reasons[key] = e.message
+            if not changed and parks(forest[e.cq].spec.queueing_strategy == "StrictFIFO", e.reason):
                 changed = True
-            actor.defer(Requeue(e.wl, e.reason, e.status == "preempting",
-                                frozenset(evicted.get(e.wl.key, ()))))
+            victims = evicted.get(key)
+            actors[e.cq].defer(Requeue(e.wl, e.reason, e.status == "preempting",
+                                       frozenset(victims) if victims else _NONE))
         for name in touched:
             self._requeue_tree(name)
         return changed

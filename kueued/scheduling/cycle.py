@@ -160,7 +160,9 @@ def run_cycle(snapshot: Snapshot, heads: Iterable[tuple[WorkloadInfo, str]], *,
                     if v is not None:
                         learnt.append((e, v))
             result.entries.append(e)
-    nominated = [e for e in result.entries if e.assignment is not None]
+    # an entry that fits nowhere is processed as a no-op wherever it comes: it is left out of the
+    # order (in a saturated tree that is most of a cycle's entries)
+    nominated = [e for e in result.entries if e.assignment is not None and e.assignment.mode is not Mode.NO_FIT]
     victims: dict[str, WorkloadInfo] = {}
     for e in iterate(nominated, snapshot):
         _process(snapshot, e, victims, preemptor, result)
