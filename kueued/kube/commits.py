@@ -22,7 +22,11 @@ read Kueue's:
 - **Pending**: ``QuotaReserved=False`` with reason ``Pending`` and the sentence kueued already
   builds (with ``status.resourceRequests``, what each pod set asks, as Kueue's scheduler writes
   it), written only when it changes and at most once per ``pending_interval`` seconds per workload
-  (:meth:`pending`, :meth:`flush_pending`); a refused one stays due for the next flush, and one the
+  (:meth:`pending`, :meth:`flush_pending`).  The interval paces the scheduler's churn (a sentence
+  that moves with usage: "2 more needed", then "1 more needed"); a change to or from another reason
+  (a LocalQueue or ClusterQueue missing or inactive, admission gated, deactivated) is a change of the
+  queues or of the Workload, which Kueue's workload controller writes at once, so the next flush
+  writes it whatever the interval.  A refused one stays due for the next flush, and one the
   Workload already shows (a restart) is not written again, unless a write to it was
   refused since (it may have landed: until one succeeds, what the Workload shows is unknown).
 - Every eviction counts in ``status.schedulingStats.evictions`` (by reason and underlying cause,
@@ -126,6 +130,7 @@ class KubePort:
         self.timings: deque[tuple[str, float]] = deque(maxlen=TIMINGS_KEPT)  # (kind, seconds) per commit call
         self._pending_written: dict[str, tuple[str, float]] = {}
         self._pending_due: dict[str, str] = {}
+        self._pending_now: set[str] = set()    # due, and not held to the interval: a change of reason
         self._pending_doubt: set[str] = set()  # a pending write refused: it may have landed all the same
         self._evicting: dict[str, str] = {}  # workload -> eviction message: phase two still to write
 
@@ -264,12 +269,19 @@ class KubePort:
         last = self._pending_written.get(workload)
         if last is None or last[0] != message or workload in self._pending_doubt:
             self._pending_due[workload] = message
+            if last is not None and (pending_condition(message).reason != PENDING
+                                     or pending_condition(last[0]).reason != PENDING):
+                self._pending_now.add(workload)
+            else:
+                self._pending_now.discard(workload)
         else:
             self._pending_due.pop(workload, None)
+            self._pending_now.discard(workload)
 
     def forget(self, workload: str) -> None:
         self._pending_written.pop(workload, None)
         self._pending_due.pop(workload, None)
+        self._pending_now.discard(workload)
         self._pending_doubt.discard(workload)
         self._evicting.pop(workload, None)
 
@@ -284,14 +296,16 @@ class KubePort:
             if len(due) >= PENDING_PER_FLUSH:
                 break  # the rest stay due: the next pass writes them
             last = self._pending_written.get(workload)
-            if last is not None and now - last[1] < self.pending_interval:
+            if last is not None and now - last[1] < self.pending_interval and workload not in self._pending_now:
                 continue
             del self._pending_due[workload]
             manifest = self.manifest_of(workload)
             if manifest is None or _dict(manifest.get("status")).get("admission"):
+                self._pending_now.discard(workload)
                 continue  # gone, or admitted meanwhile (an echo not seen yet): no pending condition over it
             if workload not in self._pending_doubt and already_shown(manifest, message):  # a restart
                 self._pending_written[workload] = (message, now)
+                self._pending_now.discard(workload)
                 continue
             due.append((workload, message, manifest))
         written = [0]
@@ -319,6 +333,8 @@ class KubePort:
         if await self._write(workload, body, what="pending"):
             self._pending_written[workload] = (message, now)
             self._pending_doubt.discard(workload)
+            if workload not in self._pending_due:  # (a newer reason that came meanwhile keeps its own mark)
+                self._pending_now.discard(workload)
             return True
         self._pending_due.setdefault(workload, message)  # still due (unless a newer reason came meanwhile)
         self._pending_doubt.add(workload)  # what it shows is unknown until a write succeeds

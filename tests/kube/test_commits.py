@@ -142,6 +142,39 @@ async def test_the_pending_condition_is_written_on_change_at_most_once_an_interv
     assert messages == ["insufficient quota: 4 used + 2 requested > 4", "insufficient quota: 3 used + 2 requested > 4"]
 
 
+async def test_a_change_of_reason_is_written_at_once_whatever_the_interval() -> None:
+    """The interval paces the scheduler's churn of Pending sentences only: a ClusterQueue that appears
+    (inactive, then active) changes the reason, and Kueue's workload controller writes that at once."""
+    now = [0.0]
+    port, client = _port(_workload(), now)
+    port.pending("ns/w", "ClusterQueue cq doesn't exist")
+    assert await port.flush_pending() == 1
+    now[0] = 1.0
+    port.pending("ns/w", "ClusterQueue cq is inactive: flavor(s) gpu not found")  # Inadmissible, another message
+    assert await port.flush_pending() == 1
+    now[0] = 2.0
+    port.pending("ns/w", "insufficient quota: 4 used + 2 requested > 4")  # Inadmissible -> Pending
+    assert await port.flush_pending() == 1
+    now[0] = 3.0
+    port.pending("ns/w", "insufficient quota: 3 used + 2 requested > 4")  # Pending -> Pending: paced
+    assert await port.flush_pending() == 0
+    port.pending("ns/w", "LocalQueue lq doesn't exist")  # Pending -> Inadmissible, over the paced one
+    assert await port.flush_pending() == 1
+    written = [(c["reason"], c["message"]) for _, _, body in client.writes for c in body["status"]["conditions"]
+               if c["type"] == "QuotaReserved"]
+    assert written == [("Inadmissible", "ClusterQueue cq doesn't exist"),
+                       ("Inadmissible", "ClusterQueue cq is inactive"),
+                       ("Pending", "insufficient quota: 4 used + 2 requested > 4"),
+                       ("Inadmissible", "LocalQueue lq doesn't exist")]
+    now[0] = 4.0
+    port.pending("ns/w", "insufficient quota: 3 used + 2 requested > 4")  # back to Pending: at once again
+    assert await port.flush_pending() == 1
+    port.pending("ns/w", "insufficient quota: 2 used + 2 requested > 4")
+    assert await port.flush_pending() == 0
+    now[0] = 14.0
+    assert await port.flush_pending() == 1
+
+
 async def test_a_burst_of_pending_reasons_goes_out_a_bounded_batch_a_flush() -> None:
     """A thousand new Workloads' reasons do not hold the daemon's loop for one long flush: at most
     PENDING_PER_FLUSH a call, the rest on the next calls, none lost and none written twice."""
