@@ -134,11 +134,12 @@ class _Series:
     and on a large tree most have not moved, so only what moved reaches the client library
     (its ``labels(...).set`` was a tenth of the daemon's CPU through the API server)."""
 
-    __slots__ = ("metric", "live")
+    __slots__ = ("metric", "live", "groups")
 
     def __init__(self, metric: Any) -> None:  # a labelled Gauge, Counter or Histogram
         self.metric = metric
         self.live: dict[tuple[str, ...], float | None] = {}  # labels -> the gauge's value (None: not a gauge's)
+        self.groups: dict[str, dict[tuple[str, ...], float]] = {}  # replace_group's: group -> its series
 
     def replace(self, values: Mapping[tuple[str, ...], float]) -> None:
         """A gauge: exactly these series, with these values."""
@@ -149,6 +150,22 @@ class _Series:
         for labels in live.keys() - values.keys():
             self.metric.remove(*labels)
         self.live = dict(values)
+
+    def replace_group(self, group: str, values: Mapping[tuple[str, ...], float]) -> None:
+        """A gauge whose series fall into groups (one a queue: its name is in each of their labels):
+        exactly these series for ``group``, with these values; the other groups' are left as they are."""
+        live, old = self.live, self.groups.get(group, {})
+        for labels, value in values.items():
+            if live.get(labels) != value:
+                self.metric.labels(*labels).set(value)
+                live[labels] = value
+        for labels in old.keys() - values.keys():
+            self.metric.remove(*labels)
+            del live[labels]
+        if values:
+            self.groups[group] = dict(values)
+        else:
+            self.groups.pop(group, None)
 
     def child(self, *labels: str) -> Any:
         self.live.setdefault(labels, None)
@@ -173,6 +190,8 @@ class Metrics:
         self._seen: dict[tuple[str, str, str], int] = {}
         self._watch_seen: dict[tuple[str, str], int] = {}
         self.local_queues: LocalQueueMetrics | None = None  # while LocalQueueMetrics is on (kueued.metrics_local_queue)
+        # observe_queues': each ClusterQueue's snapshot, sample and status when its series were last worked out
+        self._queues: dict[str, tuple[ClusterQueueSnapshot, QueueSample | None, str]] = {}
 
     # --- the families ----------------------------------------------------------------------------
     def _add_workload_families(self, r: CollectorRegistry) -> None:
@@ -283,8 +302,32 @@ class Metrics:
     def observe_queues(self, samples: Iterable[QueueSample], tree: Mapping[str, ClusterQueueSnapshot], *,
                        terminating: Collection[str] = ()) -> None:
         """Every ClusterQueue of the quota forest (``tree``), with what its actor reported (``samples``);
-        the series of a queue, flavor or resource no longer there are removed."""
+        the series of a queue, flavor or resource no longer there are removed.
+
+        A queue's series are worked out again only when its sample or its snapshot is another object
+        than last time, or its status moved: the gauges' refresh reuses the sample of a queue that
+        handled nothing since (``actors.observe``), and on a large tree most queues have not moved."""
         by_name = {s.name: s for s in samples}
+        seen = self._queues
+        for name, cq in tree.items():
+            current = "terminating" if name in terminating else "active" if cq.active else "pending"
+            sample = by_name.get(name)
+            last = seen.get(name)
+            if last is not None and last[0] is cq and last[1] is sample and last[2] == current:
+                continue
+            seen[name] = (cq, sample, current)
+            self._observe_queue(name, cq, sample, current)
+        for name in [n for n in seen if n not in tree]:
+            del seen[name]
+            for series in self._queue_series():
+                series.replace_group(name, {})
+
+    def _queue_series(self) -> tuple[_Series, ...]:
+        return (self.pending, self.admitted_active, self.reserving_active, self.status, self.usage,
+                self.reservation, self.nominal, self.borrowing_limit, self.lending_limit)
+
+    def _observe_queue(self, name: str, cq: ClusterQueueSnapshot, sample: QueueSample | None, current: str) -> None:
+        """One ClusterQueue's series (``observe_queues``)."""
         pending: dict[tuple[str, ...], float] = {}
         active: dict[tuple[str, ...], float] = {}
         status: dict[tuple[str, ...], float] = {}
@@ -292,38 +335,35 @@ class Metrics:
         nominal: dict[tuple[str, ...], float] = {}
         borrowing: dict[tuple[str, ...], float] = {}
         lending: dict[tuple[str, ...], float] = {}
-        for name, cq in tree.items():
-            current = "terminating" if name in terminating else "active" if cq.active else "pending"
-            for s in CQ_STATUSES:
-                status[(name, s)] = 1.0 if s == current else 0.0
-            cohort = cq.spec.cohort_name or ""
-            sample = by_name.get(name)
-            used = sample.usage if sample is not None else {}
-            if sample is not None and cq.active:
-                pending[(name, "active")] = sample.active
-                pending[(name, "inadmissible")] = sample.inadmissible
-            elif sample is not None:  # an inactive queue admits nothing: all of it waits (reportPendingWorkloads)
-                pending[(name, "active")] = 0
-                pending[(name, "inadmissible")] = sample.active + sample.inadmissible
-            if sample is not None:
-                active[(name,)] = sample.admitted
-            for fr in cq.node.limits.keys() | used.keys():
-                labels = (cohort, name, *fr)
-                usage[labels] = used.get(fr, 0) / 1000
-            for fr, lim in cq.node.limits.items():
-                labels = (cohort, name, *fr)
-                nominal[labels] = _units(lim.nominal)
-                borrowing[labels] = _units(lim.borrowing_limit)
-                lending[labels] = _units(lim.lending_limit)
-        self.pending.replace(pending)
-        self.admitted_active.replace(active)
-        self.reserving_active.replace(active)  # no admission checks: reserving is admitted
-        self.status.replace(status)
-        self.usage.replace(usage)
-        self.reservation.replace(usage)
-        self.nominal.replace(nominal)
-        self.borrowing_limit.replace(borrowing)
-        self.lending_limit.replace(lending)
+        for s in CQ_STATUSES:
+            status[(name, s)] = 1.0 if s == current else 0.0
+        cohort = cq.spec.cohort_name or ""
+        used = sample.usage if sample is not None else {}
+        if sample is not None and cq.active:
+            pending[(name, "active")] = sample.active
+            pending[(name, "inadmissible")] = sample.inadmissible
+        elif sample is not None:  # an inactive queue admits nothing: all of it waits (reportPendingWorkloads)
+            pending[(name, "active")] = 0
+            pending[(name, "inadmissible")] = sample.active + sample.inadmissible
+        if sample is not None:
+            active[(name,)] = sample.admitted
+        for fr in cq.node.limits.keys() | used.keys():
+            labels = (cohort, name, *fr)
+            usage[labels] = used.get(fr, 0) / 1000
+        for fr, lim in cq.node.limits.items():
+            labels = (cohort, name, *fr)
+            nominal[labels] = _units(lim.nominal)
+            borrowing[labels] = _units(lim.borrowing_limit)
+            lending[labels] = _units(lim.lending_limit)
+        self.pending.replace_group(name, pending)
+        self.admitted_active.replace_group(name, active)
+        self.reserving_active.replace_group(name, active)  # no admission checks: reserving is admitted
+        self.status.replace_group(name, status)
+        self.usage.replace_group(name, usage)
+        self.reservation.replace_group(name, usage)
+        self.nominal.replace_group(name, nominal)
+        self.borrowing_limit.replace_group(name, borrowing)
+        self.lending_limit.replace_group(name, lending)
 
     def observe_cohorts(self, cohorts: Mapping[str, Any]) -> None:
         """Each Cohort's subtree quota (``Snapshot.cohorts``: its node's ``subtree``, milli-units)."""

@@ -41,7 +41,7 @@ from kueued.model.validation.configuration_gates import gates_of
 
 if TYPE_CHECKING:
     from kueued.model.settings import Settings
-    from kueued.scheduling.snapshot import Snapshot
+    from kueued.scheduling.snapshot import ClusterQueueSnapshot, Snapshot
     from kueued.world import World
 
 __all__ = ["GATE", "LocalQueueMetrics", "gated", "enabled"]
@@ -114,6 +114,9 @@ class LocalQueueMetrics:
         self.usage = _Series(Gauge(
             "kueue_local_queue_resource_usage", "Reports the localQueue's total resource usage within all the "
             "flavors", [*lq, "flavor", "resource"], registry=r))
+        # observe's: each LocalQueue, its ClusterQueue's snapshot and sample, and its status, when its
+        # series were last worked out
+        self._seen: dict[str, tuple[Any, ClusterQueueSnapshot | None, QueueSample | None, str]] = {}
         self._all = (self.pending, self.quota_reserved, self.quota_reserved_wait, self.admitted,
                      self.admission_wait, self.evicted, self.reserving_active, self.admitted_active,
                      self.status, self.reservation, self.usage)
@@ -143,38 +146,56 @@ class LocalQueueMetrics:
     def observe(self, world: World, snapshot: Snapshot, samples: Iterable[QueueSample]) -> None:
         """Every LocalQueue of the World; ``snapshot`` gives the ClusterQueues' specs and whether each
         is active (the coordinator's forest: no balances read), ``samples`` each ClusterQueue's pending
-        and admitted workloads per LocalQueue (``Sample(local_queues=True)``)."""
+        and admitted workloads per LocalQueue (``Sample(local_queues=True)``).
+
+        A LocalQueue's series are worked out again only when it, its ClusterQueue's snapshot or
+        sample is another object than last time, or its status moved (as ``Metrics.observe_queues``)."""
         by_name = {s.name: s for s in samples}
+        seen = self._seen
+        for key, lq in world.local_queues.items():
+            cq_name = lq.spec.cluster_queue
+            cq = snapshot.cluster_queues.get(cq_name)
+            current = local_queue_active(world, snapshot, lq).status
+            sample = by_name.get(cq_name)
+            last = seen.get(key)
+            if last is not None and last[0] is lq and last[1] is cq and last[2] is sample and last[3] == current:
+                continue
+            seen[key] = (lq, cq, sample, current)
+            self._observe_one(key, lq, cq, sample, current)
+        for key in [k for k in seen if k not in world.local_queues]:
+            del seen[key]
+            for series in (self.pending, self.reserving_active, self.admitted_active, self.status,
+                           self.reservation, self.usage):
+                series.replace_group(key, {})
+
+    def _observe_one(self, key: str, lq: Any, cq: ClusterQueueSnapshot | None, sample: QueueSample | None,
+                     current: str) -> None:
+        """One LocalQueue's series (:meth:`observe`)."""
         pending: dict[tuple[str, ...], float] = {}
         held: dict[tuple[str, ...], float] = {}
         status: dict[tuple[str, ...], float] = {}
         usage: dict[tuple[str, ...], float] = {}
-        for key, lq in world.local_queues.items():
-            labels = (lq.metadata.name, lq.metadata.namespace)
-            cq_name = lq.spec.cluster_queue
-            cq = snapshot.cluster_queues.get(cq_name)
-            current = local_queue_active(world, snapshot, lq).status
-            for s in LQ_STATUSES:
-                status[(*labels, s)] = 1.0 if s == current else 0.0
-            sample = by_name.get(cq_name)
-            active, parked = (0, 0)
-            if sample is not None and lq.spec.stop_policy in ("", "None"):
-                active, parked = sample.local_queues.get(key, (0, 0))
-                if cq is not None and not cq.active:  # an inactive queue admits nothing: all of it waits
-                    active, parked = 0, active + parked
-            pending[(*labels, "active")] = active
-            pending[(*labels, "inadmissible")] = parked
-            count, used = (sample.holdings.get(key) if sample is not None else None) or (0, {})
-            held[labels] = count
-            if cq is not None:
-                for fr in covered(cq.spec.resource_groups):
-                    usage[(*labels, *fr)] = used.get(fr, 0) / 1000
-        self.pending.replace(pending)
-        self.reserving_active.replace(held)
-        self.admitted_active.replace(held)  # no admission checks: reserving is admitted
-        self.status.replace(status)
-        self.reservation.replace(usage)
-        self.usage.replace(usage)
+        labels = (lq.metadata.name, lq.metadata.namespace)
+        for s in LQ_STATUSES:
+            status[(*labels, s)] = 1.0 if s == current else 0.0
+        active, parked = (0, 0)
+        if sample is not None and lq.spec.stop_policy in ("", "None"):
+            active, parked = sample.local_queues.get(key, (0, 0))
+            if cq is not None and not cq.active:  # an inactive queue admits nothing: all of it waits
+                active, parked = 0, active + parked
+        pending[(*labels, "active")] = active
+        pending[(*labels, "inadmissible")] = parked
+        count, used = (sample.holdings.get(key) if sample is not None else None) or (0, {})
+        held[labels] = count
+        if cq is not None:
+            for fr in covered(cq.spec.resource_groups):
+                usage[(*labels, *fr)] = used.get(fr, 0) / 1000
+        self.pending.replace_group(key, pending)
+        self.reserving_active.replace_group(key, held)
+        self.admitted_active.replace_group(key, held)  # no admission checks: reserving is admitted
+        self.status.replace_group(key, status)
+        self.reservation.replace_group(key, usage)
+        self.usage.replace_group(key, usage)
 
     def forget(self, local_queues: Collection[str]) -> None:
         """Drop the counters' series of every LocalQueue not in ``local_queues`` (``ns/name``); the
