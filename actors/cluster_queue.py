@@ -79,7 +79,7 @@ class ClusterQueueActor(NodeActor):
             holdings = holdings_by_local_queue(self.admitted.values())
         return QueueSample(self.name, active=self.queue.heap_size(), inadmissible=len(self.queue.inadmissible),
                            admitted=len(self.admitted), usage=dict(self.node.usage), mailbox=self.stats().mailbox,
-                           local_queues=by_lq, holdings=holdings, handled=self.handled)
+                           local_queues=by_lq, holdings=holdings, changes=self.changes)
 
     def handle(self, msg: Any) -> Any:
         """A value, or a coroutine for the messages that wait on the parent (the runtime
@@ -122,8 +122,10 @@ class ClusterQueueActor(NodeActor):
             case RequeueParked():
                 return self.queue.requeue_inadmissible()
             case Queued():
+                self.reads += 1
                 return frozenset(wl.key for wl in self.queue.pending())
             case Sample(local_queues=local_queues):
+                self.reads += 1
                 return self.sample(local_queues=local_queues)
         return self._handle_admitted(msg)
 
@@ -188,6 +190,7 @@ class ClusterQueueActor(NodeActor):
                 self.admitted[spec.key] = held.carry(spec, held.placement)  # the same place in the set
                 return True
             case Report():
+                self.reads += 1
                 return NodeReport(self.name, dict(self.node.usage), tuple(self.admitted.values()))
             case Recharge():
                 return self.reserve("recharge", self._held_usage(), force=True)

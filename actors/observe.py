@@ -106,7 +106,7 @@ class Gauges:
         for name, actor in self.coord.cluster_queues.items():
             kept = last.get(name)
             if kept is not None and kept[0] is actor and kept[1] == local_queues and actor.unchanged_since(
-                    kept[2].handled):
+                    kept[2].changes):
                 samples.append(kept[2])
             else:
                 asked.append((name, actor, actor.post(Sample(local_queues=local_queues))))

@@ -216,6 +216,7 @@ class Actor:
         self._deferred: list[Any] | None = None
         self._busy = False  # inside a handler run at once
         self.handled = 0
+        self.reads = 0  # of those, the ones a handler counted as only reading its state (unchanged_since)
 
     # --- the shell ---------------------------------------------------------------------------
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -359,11 +360,17 @@ class Actor:
     def stats(self) -> Stats:
         return Stats(self.name, self.handled, len(self._mailbox))
 
-    def unchanged_since(self, handled: int) -> bool:
-        """Has the actor handled nothing since its ``handled`` count read ``handled``, with nothing
-        queued, deferred or half-handled (a handler's coroutine awaiting) for it?  Its state is only
-        ever changed by handling a message, so an answer it gave at that count still holds."""
-        return (self.handled == handled and self._deferred is None and self._mailbox.idle
+    @property
+    def changes(self) -> int:
+        """The messages handled that may have changed its state: all but those its handler counted
+        in ``reads`` (a balance report or a statistics sample, asked by whoever reads it)."""
+        return self.handled - self.reads
+
+    def unchanged_since(self, changes: int) -> bool:
+        """Has the actor handled nothing that may change it since its :attr:`changes` read ``changes``,
+        with nothing queued, deferred or half-handled (a handler's coroutine awaiting) for it?  Its
+        state is only ever changed by handling a message, so an answer it gave then still holds."""
+        return (self.handled - self.reads == changes and self._deferred is None and self._mailbox.idle
                 and not self._busy)
 
 

@@ -105,17 +105,18 @@ def build_labels() -> dict[str, str]:
 class QueueSample:
     """What one ClusterQueue actor reports: heap, parked, admitted and usage per (flavor, resource);
     when asked, per LocalQueue ``ns/name`` too: (heap, parked) (``local_queues``) and its admitted
-    workloads here, (how many, their usage) (``holdings``).  ``handled``: the actor's count of
-    handled messages when it answered (``Actor.unchanged_since``: whether the answer still holds)."""
+    workloads here, (how many, their usage) (``holdings``).  ``changes``: the actor's count of
+    messages handled that may have changed it, when it answered (``Actor.changes``,
+    ``Actor.unchanged_since``: whether the answer still holds)."""
 
     __slots__ = ("name", "active", "inadmissible", "admitted", "usage", "mailbox", "local_queues", "holdings",
-                 "handled")
+                 "changes")
 
     def __init__(self, name: str, *, active: int, inadmissible: int, admitted: int,
                  usage: dict[tuple[str, str], int], mailbox: int,
                  local_queues: dict[str, tuple[int, int]] | None = None,
                  holdings: dict[str, tuple[int, dict[tuple[str, str], int]]] | None = None,
-                 handled: int = -1) -> None:
+                 changes: int = -1) -> None:
         self.name = name
         self.active = active
         self.inadmissible = inadmissible
@@ -124,7 +125,7 @@ class QueueSample:
         self.mailbox = mailbox
         self.local_queues = local_queues or {}
         self.holdings = holdings or {}
-        self.handled = handled
+        self.changes = changes
 
 
 class _Series:

@@ -95,9 +95,13 @@ class Counter(Actor):
 
     def handle(self, msg: Any) -> Any:
         if isinstance(msg, Sample):
+            self.reads += 1
             self.samples += 1
             return QueueSample(self.name, active=self.value, inadmissible=0, admitted=0, usage={}, mailbox=0,
-                               handled=self.handled)
+                               changes=self.changes)
+        if msg == "peek":  # a read, as a balance report is
+            self.reads += 1
+            return self.value
         self.value += msg
         return None
 
@@ -117,6 +121,7 @@ def test_a_queue_that_handled_nothing_since_its_last_sample_is_not_asked_again()
             assert [a.samples for a in actors.values()] == [1, 1, 1]  # nothing moved: nothing asked
             assert [s.active for s in again] == [s.active for s in first]
 
+            assert await actors["a"].ask("peek") == 0  # read, not changed: not asked again below
             await actors["b"].ask(2)  # b changed
             actors["c"].defer(5)  # c has a change waiting for its next message
             changed = {s.name: s.active for s in await gauges._samples(False)}

@@ -22,6 +22,7 @@ step = st.one_of(
     st.tuples(st.just("finish"), st.integers(0, 15), st.just(0)),
     st.tuples(st.just("delete"), st.integers(0, 15), st.just(0)),
     st.tuples(st.just("run"), st.just(0), st.just(0)),
+    st.tuples(st.just("report"), st.just(0), st.just(0)),  # balances read (a status publish): changes nothing
 )
 
 
@@ -53,6 +54,8 @@ def test_the_samples_the_gauges_read_are_the_ones_asking_gives(steps: list[tuple
                 engine.finish(f"ns/w{which}")
             elif kind == "delete" and which < len(arrived):
                 engine.delete(arrived[which])
+            elif kind == "report":
+                engine._call(engine.coordinator.assemble)
             else:
                 engine.run()
             kept = {name: entry[2] for name, entry in gauges._last.items()}
