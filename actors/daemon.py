@@ -284,11 +284,28 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
     try:
         for verb, manifest in batch:
             elastic_changed = await _apply_one(verb, manifest, coord, elastic, port, tg, status) or elastic_changed
+        if coord.world.refused_elastic and any(m.get("kind") == "ElasticQuota" for _, m in batch):
+            await _retry_elastic(coord, elastic, port, tg, status)
     except BaseException:
         coord.held = None  # not held for ever: what is not applied comes again (a relist)
         raise
     await coord.release_held(tg)
     return len(batch), elastic_changed
+
+
+async def _retry_elastic(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort, tg: anyio.abc.TaskGroup,
+                         status: StatusPublisher | None) -> None:
+    """The ElasticQuotas refused for what the others were (a parent not there yet, their mins), tried
+    again after the quotas changed, oldest first, and again while one gets in (a parent accepted lets
+    its child in): the API server holds them, so they are what the user asked for, and Koordinator's
+    webhook would have let a user's retry in."""
+    world = coord.world
+    progress = True
+    while progress and world.refused_elastic:
+        before = len(world.refused_elastic)
+        for manifest in world.retry_elastic():
+            await _apply_one("apply", manifest, coord, elastic, port, tg, status)
+        progress = len(world.refused_elastic) < before
 
 
 async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,

@@ -74,6 +74,10 @@ class World:
         self.placed: dict[str, Placement] = {}
         self.terminating: set[str] = set()  # ClusterQueues deleted while workloads are admitted in them
         self.elastic_quotas: dict[str, dict[str, Any]] = {}
+        # the latest refused version of an ElasticQuota, while it is not the one in force: Koordinator's
+        # webhook reads the other quotas (a parent that is not there yet, their mins), so it may pass
+        # once they change (``retry_elastic``)
+        self.refused_elastic: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
 
     # --- the door ----------------------------------------------------------------------------
@@ -88,6 +92,7 @@ class World:
             return Change.NONE, key  # the late echo of a write kueued has since written over (eviction phase one)
         if key in self.raw and same_to_the_scheduler(self.raw[key], manifest):
             self.raw[key] = manifest  # the echo of kueued's own status write: nothing the scheduler reads moved
+            self.refused_elastic.pop(key, None)  # (or the version in force again: a refused one is not tried)
             return Change.NONE, key
         refused = kind_error(kind, manifest.get("apiVersion"))
         if refused is not None or not isinstance(manifest.get("metadata", {}), dict):
@@ -111,6 +116,7 @@ class World:
                 assert isinstance(kind, str)  # kind_error refused every other
                 change = self._store(kind, key, manifest, obj)
                 self.raw[key] = manifest
+                self.refused_elastic.pop(key, None)
                 return change, key
         except msgspec.ValidationError as exc:
             errors = [decode_error(exc)]
@@ -120,7 +126,18 @@ class World:
             errors = [FieldError("", f"cannot be read ({type(exc).__name__}: {exc})")]
         key = self._distinct(key, manifest)
         self.rejected[key] = "; ".join(str(e) for e in errors)
+        if kind == "ElasticQuota":
+            self.refused_elastic[key] = manifest
         return Change.REJECTED, key
+
+    def retry_elastic(self) -> list[dict[str, Any]]:
+        """The refused ElasticQuota versions to try again now that the quotas in force changed, oldest
+        first (by creation, then key): as a user would apply them again once their parent exists."""
+        def created(item: tuple[str, dict[str, Any]]) -> tuple[str, str]:
+            meta = item[1].get("metadata")
+            stamp = meta.get("creationTimestamp") if isinstance(meta, dict) else None
+            return (stamp if isinstance(stamp, str) else "", item[0])
+        return [manifest for _, manifest in sorted(self.refused_elastic.items(), key=created)]
 
     def _distinct(self, key: str, manifest: dict[str, Any]) -> str:
         """A refused object without a usable name gets a key of its own (``ResourceFlavor/#2``), so
@@ -139,6 +156,8 @@ class World:
         kind = manifest.get("kind")
         meta = manifest.get("metadata")
         name = meta.get("name", "") if isinstance(meta, dict) else ""
+        if kind == "ElasticQuota":
+            self.refused_elastic.pop(key, None)  # gone: no version of it is tried again
         if kind == "ElasticQuota" and key in self.elastic_quotas:
             errors = self._validate_elastic_delete(self.elastic_quotas[key])
             if errors:  # Koordinator's webhook refuses it: the object stays in force

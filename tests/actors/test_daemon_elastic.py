@@ -288,6 +288,38 @@ def test_a_bad_elastic_quota_gets_a_condition_and_the_others_carry_on(tmp_path: 
     assert port.annotations("team-c") == {}
 
 
+def test_a_quota_refused_for_a_missing_parent_gets_in_once_the_parent_exists(tmp_path: Path) -> None:
+    """Without a webhook the API server keeps a child made before its parent: refused then (its parent
+    does not exist), it is tried again when the quotas change and gets in, and a workload naming it
+    is admitted there; a sibling whose min would sum above the parent's stays refused."""
+    _write(tmp_path / "quotas.yaml", [EQ("cluster").cluster(cpu="10").build(),
+                                      EQ("child").parent("team").min(cpu="2").max(cpu="4").build()])
+    port = InMemoryPort()
+    seen: list[Any] = []
+    team = EQ("team").parent("cluster").min(cpu="3").max(cpu="10").build()
+    team["metadata"]["labels"][k.LABEL_IS_PARENT] = "true"
+
+    def add_parent() -> None:
+        seen.append(port.condition("child", "Accepted"))
+        _write(tmp_path / "quotas.yaml", [EQ("cluster").cluster(cpu="10").build(),
+                                          EQ("child").parent("team").min(cpu="2").max(cpu="4").build(),
+                                          EQ("sibling").parent("team").min(cpu="2").max(cpu="4").build()])
+        _write(tmp_path / "team.yaml", [team])
+
+    def submit() -> None:
+        seen.append((port.condition("child", "Accepted"), port.condition("sibling", "Accepted")))
+        _write(tmp_path / "jobs.yaml", [WL("w", "child").req(cpu="3").at(1).build()])
+
+    _run(tmp_path, port, [add_parent, submit, lambda: seen.append(_admitted(port))])
+
+    refused, (child, sibling), admitted = seen
+    assert (refused.status, refused.reason) == ("False", "ValidationFailed")
+    assert "team does not exist" in refused.message
+    assert (child.status, child.reason) == ("True", "Valid")
+    assert (sibling.status, sibling.reason) == ("False", "ValidationFailed")  # 2 + 2 > the parent's min 3
+    assert admitted == {"default/w"} and [c.cluster_queue for c in port.log] == ["child"]
+
+
 def test_a_workload_waiting_in_an_elastic_quota_says_why_in_numbers(tmp_path: Path) -> None:
     _write(tmp_path / "quotas.yaml", _teams())
     _write(tmp_path / "jobs.yaml", [WL("a1", "team-a").req(cpu="6").at(1).build(),

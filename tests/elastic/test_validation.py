@@ -161,3 +161,25 @@ def test_of_two_made_in_one_second_the_one_refused_before_comes_after_the_one_in
 
     # by name "a-bad" would come first; a restart must keep "z-ok" (in force before it) in force
     assert [k.name_of(o) for o in k.parents_first([q("a-bad", True), q("z-ok", False)])] == ["z-ok", "a-bad"]
+
+
+def test_the_world_keeps_a_refused_quota_to_try_again_until_a_version_is_in_force_or_it_goes() -> None:
+    from kueued.world import Change, World
+    world = World()
+    child = EQ("child").parent("team").min(cpu="1").max(cpu="2").build()
+    assert world.apply(child)[0] is Change.REJECTED  # its parent does not exist yet
+    assert world.retry_elastic() == [child]
+    team = EQ("team").min(cpu="2").max(cpu="4").build()
+    team["metadata"]["labels"][k.LABEL_IS_PARENT] = "true"
+    assert world.apply(team)[0] is Change.ELASTIC
+    assert world.apply(world.retry_elastic()[0])[0] is Change.ELASTIC
+    assert world.refused_elastic == {}
+
+    too_big = EQ("child").parent("team").min(cpu="3").max(cpu="4").build()  # above its parent's min
+    assert world.apply(too_big)[0] is Change.REJECTED and world.retry_elastic() == [too_big]
+    assert world.apply(child)[0] is Change.NONE  # the version in force again: the refused one is not tried
+    assert world.retry_elastic() == []
+
+    assert world.apply(too_big)[0] is Change.REJECTED
+    world.delete(too_big)  # gone: no version of it is tried again
+    assert world.retry_elastic() == []
