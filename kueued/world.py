@@ -395,6 +395,17 @@ class World:
         lq = self.local_queues.get(wl.local_queue)
         return lq is None or lq.spec.stop_policy in ("", "None")
 
+    def elastic_quota_of(self, key: str) -> str | None:
+        """The ElasticQuota group the Workload ``namespace/name`` joins when it stands for a Koordinator
+        pod (``route`` says "elastic"), by Koordinator's GetQuotaName: a name no quota has is the
+        default quota's.  None for a Kueue workload."""
+        from kueued.model import koordinator as k
+        wl, manifest = self.workloads.get(key), self.raw.get(f"Workload/{key}")
+        if wl is None or manifest is None or self.route(wl) != (None, "elastic"):
+            return None
+        name = k.pod_quota_name(manifest, self.elastic_quotas.values())
+        return name if any(k.name_of(q) == name for q in self.elastic_quotas.values()) else k.DEFAULT_QUOTA
+
     def route(self, wl: WorkloadSpec | WorkloadInfo) -> tuple[str | None, str]:
         """The ClusterQueue a pending workload queues in, or why it has none."""
         labels = wl.obj.metadata.labels

@@ -23,8 +23,9 @@ from kueued.kube.client import KINDS, KubeClient
 from kueued.kube.connect import connect
 from kueued.kube.errors import ApiForbidden, ApiNotFound
 from kueued.logging import warn
+from kueued.model.koordinator import parents_first
 from kueued.sources import KIND_ORDER
-from kueued.world import World
+from kueued.world import Change, World
 
 __all__ = ["OPTIONAL_KINDS", "read_cluster", "snapshot", "world_of", "ordered"]
 
@@ -73,8 +74,22 @@ def ordered(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def world_of(manifests: list[dict[str, Any]]) -> World:
+    """The World the daemon's first list makes of ``manifests``: its ElasticQuotas validated in the order
+    they were made, parents first, and a refused one tried again while one gets in (``actors.daemon``)."""
+    manifests = list(manifests)
+    slots = [i for i, m in enumerate(manifests) if m.get("kind") == "ElasticQuota"]
+    for i, quota in zip(slots, parents_first([manifests[i] for i in slots]), strict=True):
+        manifests[i] = dict(quota)
     world = World()
     for m in manifests:
         world.apply(m)
+    while world.refused_elastic:
+        before = len(world.refused_elastic)
+        for m in world.retry_elastic():
+            change, key = world.apply(m)
+            if change is not Change.REJECTED:
+                world.rejected.pop(key, None)  # (as the daemon keeps no refusal of a version no longer current)
+        if len(world.refused_elastic) == before:
+            break
     world.take_observed()  # no scheduler runs here: the Workloads hold quota where their status says
     return world

@@ -144,7 +144,8 @@ def _explain(args: argparse.Namespace, runner: Runner) -> int:
         manifests, bad = _files(args.files)
         world, report = run_world(with_config(manifests, args.config), runner=runner)
         seen = report.workloads.get(key)
-        explanation = explain_workload(world, settle(world), key, reason=seen.reason if seen else None)
+        explanation = explain_workload(world, settle(world), key, reason=seen.reason if seen else None,
+                                       state=seen.state if seen else None)
     else:
         world = world_of(_live(args))
         explanation = explain_workload(world, settle(world), key)

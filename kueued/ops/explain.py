@@ -83,6 +83,7 @@ class Explanation(msgspec.Struct, omit_defaults=True, rename="camel"):
     workload: str
     state: str                                       # admitted | pending | rejected
     cluster_queue: str | None = None                 # where it is admitted, or routed to
+    elastic_quota: str | None = None                 # or the ElasticQuota group a Koordinator pod joins
     flavors: dict[str, dict[str, str]] | None = None  # pod set -> resource -> flavor
     usage: dict[str, dict[str, str]] | None = None    # flavor -> resource -> quantity held
     reason: str | None = None                         # the engine's (or the daemon's) words
@@ -91,8 +92,10 @@ class Explanation(msgspec.Struct, omit_defaults=True, rename="camel"):
     fits_now: bool = False                            # pending, yet the tree has room for it now
 
 
-def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str | None = None) -> Explanation:
-    """``key`` is ``namespace/name``; ``reason``: the engine's verdict if there is one (files)."""
+def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str | None = None,
+                     state: str | None = None) -> Explanation:
+    """``key`` is ``namespace/name``; ``reason`` and ``state``: the engine's verdict and the state it left
+    the Workload in, if there is one (files; an ElasticQuota group's admissions are not the World's)."""
     wl = world.workloads.get(key)
     if wl is None:
         refused = world.rejected.get(f"Workload/{key}")
@@ -100,6 +103,13 @@ def explain_workload(world: World, snapshot: Snapshot, key: str, *, reason: str 
             return Explanation(key, "rejected", reason=refused)
         raise KueuedError(f"no Workload {key} (or it has finished)")
     placed = world.placed.get(key)
+    group = world.elastic_quota_of(key)
+    if group is not None:  # a Koordinator pod: no flavors, no ClusterQueue
+        if placed is None and state != "admitted":
+            return Explanation(key, "pending", elastic_quota=group, reason=reason or _condition_message(world, key))
+        amounts = {res: v for (_, res), v in placed.usage.items()} if placed is not None else wl.total_requests()
+        return Explanation(key, "admitted", elastic_quota=group, reason=reason, usage={
+            "": {res: format_milli(v, resource=res) for res, v in sorted(amounts.items())}})
     if placed is not None:
         usage: dict[str, dict[str, str]] = {}
         for (flavor, res), v in sorted(placed.usage.items()):
@@ -213,6 +223,14 @@ def _condition_message(world: World, key: str) -> str | None:
 
 def render_text(e: Explanation) -> str:
     """The explanation for people, a few lines."""
+    if e.elastic_quota is not None:
+        held = (e.usage or {}).get("", {})
+        lines = [f"{e.workload} is {e.state} in ElasticQuota {e.elastic_quota}"]
+        if held:
+            lines.append("  holds " + ", ".join(f"{res} {v}" for res, v in held.items()))
+        if e.reason and e.state != "admitted":
+            lines.append(f"  why: {e.reason}")
+        return "\n".join(lines) + "\n"
     if e.state == "admitted":
         lines = [f"{e.workload} is admitted in ClusterQueue {e.cluster_queue}"]
         for ps, m in (e.flavors or {}).items():

@@ -14,7 +14,7 @@ and why; ``rejected`` the objects the World refused.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import msgspec
@@ -38,22 +38,25 @@ class TreeReport(msgspec.Struct, rename="camel"):
     rejected: dict[str, str] = {}
 
 
-def status_of_world(world: World, *, source: str) -> TreeReport:
-    """The tree as ``world`` holds it now: admitted Workloads charged, nothing scheduled."""
+def status_of_world(world: World, *, source: str, admitted: Collection[str] = ()) -> TreeReport:
+    """The tree as ``world`` holds it now: admitted Workloads charged, nothing scheduled.  ``admitted``:
+    Workloads a run admitted besides the World's placements (an ElasticQuota group's)."""
     nodes = node_statuses(world, settle(world))
     unrouted = {}
     for key, wl in sorted(world.workloads.items()):
-        if key not in world.placed:
+        if key not in world.placed and key not in admitted:
             routed, why = world.route(wl)
             if routed is None:
-                unrouted[key] = why
+                group = world.elastic_quota_of(key)
+                unrouted[key] = why if group is None else f"waits in ElasticQuota {group}"
     return TreeReport(source, nodes, unrouted, dict(world.rejected))
 
 
 def status_from_files(manifests: list[dict[str, Any]], *, runner: Runner) -> TreeReport:
     """Apply, run to quiescence with ``runner`` (``actors.simulation.run_actors``), and read the tree."""
-    world = run_world(manifests, runner=runner)[0]
-    return status_of_world(world, source="files")
+    world, report = run_world(manifests, runner=runner)
+    return status_of_world(world, source="files",
+                           admitted={key for key, w in report.workloads.items() if w.state == "admitted"})
 
 
 def run_world(manifests: list[dict[str, Any]], *, runner: Runner) -> tuple[World, Report]:

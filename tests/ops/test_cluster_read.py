@@ -44,3 +44,22 @@ def test_a_kueue_kind_that_cannot_be_listed_is_an_error() -> None:
     client = Lister({}, {"ClusterQueue": ApiForbidden(403, "Forbidden", "no")})
     with pytest.raises(ApiForbidden):
         anyio.run(read_cluster, client)
+
+
+def test_the_world_of_a_cluster_takes_its_quotas_as_made_parents_first_and_tries_a_refused_one_again() -> None:
+    """Listed by name a child comes before its parent; the daemon's first list validates them as they
+    were made and tries a refused one again, and so does the operator's read, so both see one tree."""
+    from kueued.model import koordinator as k
+    from kueued.ops.cluster_read import world_of
+    from tests.elastic.builders import EQ
+
+    def made(quota: dict[str, Any], second: int) -> dict[str, Any]:
+        quota["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{second:02d}Z"
+        return quota
+
+    parent = made(EQ("b-parent").parent("cluster").min(cpu="4").max(cpu="10").build(), 2)
+    parent["metadata"]["labels"][k.LABEL_IS_PARENT] = "true"
+    early = made(EQ("a-child").parent("b-parent").min(cpu="2").max(cpu="4").build(), 1)  # made before its parent
+    world = world_of([early, parent, made(EQ("cluster").cluster(cpu="10").build(), 0)])
+    assert world.rejected == {} and world.refused_elastic == {}
+    assert {k.name_of(q) for q in world.elastic_quotas.values()} == {"cluster", "b-parent", "a-child"}

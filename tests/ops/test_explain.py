@@ -118,3 +118,23 @@ def test_a_flavor_whose_taint_the_pods_do_not_tolerate_is_no_room() -> None:
     # a flavor the ClusterQueue does not use is no part of its story
     world.apply(flavor("elsewhere", nodeTaints=[{"key": "x", "value": "y", "effect": "NoSchedule"}]))
     assert explain_workload(world, settle(world), "ns/w").reason == e.reason
+
+
+def test_a_koordinator_pod_is_explained_in_its_elastic_quota_not_a_cluster_queue() -> None:
+    """A Workload that stands for a Koordinator pod joins an ElasticQuota group: explain names the group
+    and what it holds (no flavors), or why it waits; status lists a waiting one with its group."""
+    from kueued.ops.status import status_of_world
+    from tests.elastic.builders import EQ, WL
+    manifests = [EQ("cluster").cluster(cpu="10").build(),
+                 EQ("team").parent("cluster").min(cpu="2").max(cpu="4").build(),
+                 WL("a", "team").req(cpu="3").at(1).build(), WL("b", "team").req(cpu="3").at(2).build()]
+    world, report = run_world(manifests, runner=run_actors)
+    seen = report.workloads["default/a"]
+    admitted = explain_workload(world, settle(world), "default/a", reason=seen.reason, state=seen.state)
+    assert (admitted.state, admitted.elastic_quota, admitted.cluster_queue) == ("admitted", "team", None)
+    assert render_text(admitted).splitlines() == ["default/a is admitted in ElasticQuota team", "  holds cpu 3"]
+    pending = explain_workload(world, settle(world), "default/b", reason=report.workloads["default/b"].reason)
+    lines = render_text(pending).splitlines()
+    assert lines[0] == "default/b is pending in ElasticQuota team" and lines[1].startswith("  why: quota team:")
+    assert status_of_world(world, source="files", admitted={"default/a"}).unrouted == {
+        "default/b": "waits in ElasticQuota team"}
