@@ -66,22 +66,24 @@ def snapshot(kubeconfig: Path | None = None, *, context: str | None = None,
 
 
 def ordered(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stable, by kind in dependency order (a Workload after its LocalQueue, and so on)."""
+    """Stable, by kind in dependency order (a Workload after its LocalQueue, and so on), the
+    ElasticQuotas among themselves in the order they were made, parents first, as the daemon's first
+    list takes them (listed by name, a child came before its parent and was refused)."""
     def rank(m: dict[str, Any]) -> int:
         kind = m.get("kind")
         return KIND_ORDER.get(kind, 9) if isinstance(kind, str) else 9
-    return sorted(manifests, key=rank)
+    out = sorted(manifests, key=rank)
+    slots = [i for i, m in enumerate(out) if m.get("kind") == "ElasticQuota"]
+    for i, quota in zip(slots, parents_first([out[i] for i in slots]), strict=True):
+        out[i] = dict(quota)
+    return out
 
 
 def world_of(manifests: list[dict[str, Any]]) -> World:
-    """The World the daemon's first list makes of ``manifests``: its ElasticQuotas validated in the order
-    they were made, parents first, and a refused one tried again while one gets in (``actors.daemon``)."""
-    manifests = list(manifests)
-    slots = [i for i, m in enumerate(manifests) if m.get("kind") == "ElasticQuota"]
-    for i, quota in zip(slots, parents_first([manifests[i] for i in slots]), strict=True):
-        manifests[i] = dict(quota)
+    """The World the daemon's first list makes of ``manifests``: in :func:`ordered`'s order, and a refused
+    ElasticQuota tried again while one gets in (``actors.daemon``)."""
     world = World()
-    for m in manifests:
+    for m in ordered(manifests):
         world.apply(m)
     while world.refused_elastic:
         before = len(world.refused_elastic)

@@ -50,7 +50,7 @@ def test_the_world_of_a_cluster_takes_its_quotas_as_made_parents_first_and_tries
     """Listed by name a child comes before its parent; the daemon's first list validates them as they
     were made and tries a refused one again, and so does the operator's read, so both see one tree."""
     from kueued.model import koordinator as k
-    from kueued.ops.cluster_read import world_of
+    from kueued.ops.cluster_read import ordered, world_of
     from tests.elastic.builders import EQ
 
     def made(quota: dict[str, Any], second: int) -> dict[str, Any]:
@@ -60,6 +60,8 @@ def test_the_world_of_a_cluster_takes_its_quotas_as_made_parents_first_and_tries
     parent = made(EQ("b-parent").parent("cluster").min(cpu="4").max(cpu="10").build(), 2)
     parent["metadata"]["labels"][k.LABEL_IS_PARENT] = "true"
     early = made(EQ("a-child").parent("b-parent").min(cpu="2").max(cpu="4").build(), 1)  # made before its parent
-    world = world_of([early, parent, made(EQ("cluster").cluster(cpu="10").build(), 0)])
+    root = made(EQ("cluster").cluster(cpu="10").build(), 0)
+    assert [k.name_of(m) for m in ordered([early, parent, root])] == ["cluster", "b-parent", "a-child"]  # what_if too
+    world = world_of([early, parent, root])
     assert world.rejected == {} and world.refused_elastic == {}
     assert {k.name_of(q) for q in world.elastic_quotas.values()} == {"cluster", "b-parent", "a-child"}
