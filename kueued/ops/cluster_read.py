@@ -25,7 +25,7 @@ from kueued.kube.errors import ApiForbidden, ApiNotFound
 from kueued.logging import warn
 from kueued.model.koordinator import parents_first
 from kueued.sources import KIND_ORDER
-from kueued.world import Change, World
+from kueued.world import World
 
 __all__ = ["OPTIONAL_KINDS", "read_cluster", "snapshot", "world_of", "ordered"]
 
@@ -80,18 +80,10 @@ def ordered(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def world_of(manifests: list[dict[str, Any]]) -> World:
-    """The World the daemon's first list makes of ``manifests``: in :func:`ordered`'s order, and a refused
-    ElasticQuota tried again while one gets in (``actors.daemon``)."""
+    """The World the daemon's first list makes of ``manifests``, applied in :func:`ordered`'s order
+    (parents first: a refused ElasticQuota would find nothing new on a retry, unlike the daemon's)."""
     world = World()
     for m in ordered(manifests):
         world.apply(m)
-    while world.refused_elastic:
-        before = len(world.refused_elastic)
-        for m in world.retry_elastic():
-            change, key = world.apply(m)
-            if change is not Change.REJECTED:
-                world.rejected.pop(key, None)  # (as the daemon keeps no refusal of a version no longer current)
-        if len(world.refused_elastic) == before:
-            break
     world.take_observed()  # no scheduler runs here: the Workloads hold quota where their status says
     return world

@@ -46,9 +46,9 @@ def test_a_kueue_kind_that_cannot_be_listed_is_an_error() -> None:
         anyio.run(read_cluster, client)
 
 
-def test_the_world_of_a_cluster_takes_its_quotas_as_made_parents_first_and_tries_a_refused_one_again() -> None:
+def test_the_world_of_a_cluster_takes_its_quotas_as_made_parents_first() -> None:
     """Listed by name a child comes before its parent; the daemon's first list validates them as they
-    were made and tries a refused one again, and so does the operator's read, so both see one tree."""
+    were made, parents first, and so does the operator's read, so both see one tree."""
     from kueued.model import koordinator as k
     from kueued.ops.cluster_read import ordered, world_of
     from tests.elastic.builders import EQ
