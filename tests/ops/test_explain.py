@@ -123,7 +123,7 @@ def test_a_flavor_whose_taint_the_pods_do_not_tolerate_is_no_room() -> None:
 def test_a_koordinator_pod_is_explained_in_its_elastic_quota_not_a_cluster_queue() -> None:
     """A Workload that stands for a Koordinator pod joins an ElasticQuota group: explain names the group
     and what it holds (no flavors), or why it waits; status lists a waiting one with its group."""
-    from kueued.ops.status import status_of_world
+    from kueued.ops.status import status_from_files, status_of_world
     from tests.elastic.builders import EQ, WL
     manifests = [EQ("cluster").cluster(cpu="10").build(),
                  EQ("team").parent("cluster").min(cpu="2").max(cpu="4").build(),
@@ -138,3 +138,4 @@ def test_a_koordinator_pod_is_explained_in_its_elastic_quota_not_a_cluster_queue
     assert lines[0] == "default/b is pending in ElasticQuota team" and lines[1].startswith("  why: quota team:")
     assert status_of_world(world, source="files", admitted={"default/a"}).unrouted == {
         "default/b": "waits in ElasticQuota team"}
+    assert status_from_files(manifests, runner=run_actors).unrouted == {"default/b": "waits in ElasticQuota team"}
