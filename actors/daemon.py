@@ -70,6 +70,7 @@ from kueued.metrics_local_queue import enabled as local_queue_metrics_on
 from kueued.metrics_recorder import DecisionRecorder
 from kueued.model.api import object_key
 from kueued.model.koordinator import parents_first
+from kueued.native import engine
 from kueued.notify import Notifier, sd_notify
 from kueued.scheduling.elastic import prepare
 from kueued.sources import ManifestDirectory, Source
@@ -267,7 +268,7 @@ def _pass_done(world: World, source: Source, health: Health, notifier: Notifier,
     if first:
         health.ready()
         notifier.ready(line)
-        log.info("daemon_ready", source=source.name, objects=len(world.raw))
+        log.info("daemon_ready", source=source.name, objects=len(world.raw), engine=engine())
     elif line is not None:
         notifier.status(line)
     if metrics is not None:

@@ -48,16 +48,15 @@ import inspect
 import math
 from collections import deque
 from types import GeneratorType
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 from anyio.abc import TaskStatus
+from mypy_extensions import mypyc_attr
+
+from actors.errors import ActorStopped
 
 __all__ = ["Actor", "ActorStopped", "Reply", "Stats"]
-
-
-class ActorStopped(RuntimeError):
-    """The actor stopped before it could answer."""
 
 
 class _Signal:
@@ -206,9 +205,11 @@ class _Mailbox:
         return len(self._items)
 
 
+# Subclassed outside the compiled modules (the elastic quota actors, tests): see kueued/native.py.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Actor:
-    ask_timeout: float = 60.0
-    handles_at_once: bool = False  # see the module docstring
+    ask_timeout: ClassVar[float] = 60.0
+    handles_at_once: ClassVar[bool] = False  # see the module docstring
 
     def __init__(self, name: str) -> None:
         self.name = name

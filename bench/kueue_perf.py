@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from actors.simulation import simulate_timed  # noqa: E402
 from kueued.generator import build_trace, load_generator  # noqa: E402
+from kueued.native import engine  # noqa: E402
 
 PERF = ROOT.parent / "shared" / "reference" / "kueue-perf"
 # Kueue's rangespec means (anchors.md section 3) and the lower bound work / quota.
@@ -44,7 +45,7 @@ def run(config: str, clock: str):
 
 def table(config: str, rows: list[tuple[str, object]]) -> Table:
     k = KUEUE[config]
-    t = Table(title=f"{config}: kueued beside Kueue (ratio < 1: kueued better)")
+    t = Table(title=f"{config}: kueued beside Kueue (ratio < 1: kueued better)", caption=f"engine: {engine()}")
     for col in ("clock", "metric", "kueued", "Kueue", "kueued / Kueue", "lower bound", "kueued / bound"):
         t.add_column(col, justify="right")
     for label, s in rows:

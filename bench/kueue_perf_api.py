@@ -83,6 +83,7 @@ from kueued.kube.conditions import merge_conditions  # noqa: E402
 from kueued.kube.errors import ApiConflict, ApiError, ApiNotFound  # noqa: E402
 from kueued.kube.port import Condition  # noqa: E402
 from kueued.model.quantity import parse  # noqa: E402
+from kueued.native import engine  # noqa: E402
 from kueued.timeline import Trace  # noqa: E402
 
 INFLIGHT = ["--max-requests-inflight=5000", "--max-mutating-requests-inflight=2500"]
@@ -685,7 +686,8 @@ def report(config: str, scale: float, shape: Shape, schedule: Any, floor: Result
     """kueued's run beside both floors, Kueue's figures and the lower bound; the targets below."""
     kueue = KUEUE.get(config, {}) if scale == 1 else {}
     t = Table(title=f"{config} x{scale:g} through kube-apiserver: {len(shape.cpu):,} Workloads, "
-                    f"kueued as its own process (Kueue's figures at scale 1 only)")
+                    f"kueued as its own process (Kueue's figures at scale 1 only)",
+              caption=f"kueued's engine: {engine()} (the daemon runs this install)")
     for col in ("metric", "kueued", "API floor", "schedule floor", "Kueue", "lower bound"):
         t.add_column(col, justify="right")
     blank = "-"

@@ -75,8 +75,10 @@ def main() -> None:
     args = ap.parse_args()
     from rich.console import Console
     from rich.table import Table
+
+    from kueued.native import engine
     t = Table(title=f"peak RSS: {args.cluster_queues} ClusterQueues, {args.workloads:,} workloads"
-                    + (", scheduled" if args.schedule else ", queued"))
+                    + (", scheduled" if args.schedule else ", queued"), caption=f"engine: {engine()}")
     for col in ("engine", "pending", "peak RSS (MiB)", "per workload (KiB)", "of 1 GiB", "seconds"):
         t.add_column(col, justify="right")
     base = None

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from generate_tree import generate  # noqa: E402
 
 from actors.simulation import simulate_timed  # noqa: E402
+from kueued.native import engine  # noqa: E402
 from kueued.timeline import Summary  # noqa: E402
 from kueued.trace import trace_from  # noqa: E402
 
@@ -68,6 +69,7 @@ def main() -> None:
         mid = median_run(runs)
         t.add_row("actors, median", str(mid.admissions), str(mid.evictions), f"{mid.wall_ms / 1000:.0f}",
                   f"{mid.host_seconds:.2f}", f"{rate(mid):,.0f}")
+    t.caption = f"engine: {engine()}"
     console = Console(width=140)
     console.print(t)
 

@@ -7,12 +7,21 @@ A test against a real control plane cancels HTTP clients mid-request; the socket
 then is reclaimed only by the garbage collector, and would be reported (an unclosed-socket
 ResourceWarning, unraisable) during whichever test runs next, failing an innocent in-process one.
 ``collect_cluster_sockets`` collects right after each such test, with that one warning ignored.
-Every other warning stays an error."""
+Every other warning stays an error.
+
+A test marked ``interpreted`` spies on the compiled modules' insides (it monkeypatches one of
+their functions or methods, or hands them duck-typed fakes): compiled code calls its own
+functions directly and checks the classes it is given, so the spy would see nothing or the fake
+be refused.  When the installed engine is compiled, such a test runs in a child pytest with
+``KUEUED_PURE=1`` (the same sources, interpreted: ``kueued/native.py``) and passes or fails as
+that run does.  ``tests/test_native.py`` checks that both engines decide alike."""
 
 from __future__ import annotations
 
 import gc
 import logging
+import os
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -22,6 +31,7 @@ import structlog
 from hypothesis import settings
 
 import kueued.logging
+from kueued import native
 
 
 @pytest.fixture(autouse=True)
@@ -53,3 +63,20 @@ def collect_cluster_sockets(request: pytest.FixtureRequest) -> Iterator[None]:
 
 settings.register_profile("kueued", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("kueued")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "interpreted: spies on compiled modules' insides; runs with KUEUED_PURE=1")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    if pyfuncitem.get_closest_marker("interpreted") is None or not native.engine().startswith("compiled"):
+        return None
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
+                         cwd=pyfuncitem.config.rootpath, env={**os.environ, "KUEUED_PURE": "1"},
+                         capture_output=True, text=True)
+    if run.returncode != 0 or " passed" not in run.stdout:
+        pytest.fail(f"with KUEUED_PURE=1 (exit {run.returncode}):\n{run.stdout[-4000:]}{run.stderr[-2000:]}",
+                    pytrace=False)
+    return True

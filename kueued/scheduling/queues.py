@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from kueued.scheduling.workload import WorkloadInfo
 
@@ -41,10 +41,10 @@ __all__ = ["PendingQueue", "RequeueReason", "parks"]
 
 
 class RequeueReason:
-    GENERIC = "Generic"
-    NAMESPACE_MISMATCH = "NamespaceMismatch"
-    FAILED_AFTER_NOMINATION = "FailedAfterNomination"
-    PENDING_PREEMPTION = "PendingPreemption"
+    GENERIC: Final = "Generic"
+    NAMESPACE_MISMATCH: Final = "NamespaceMismatch"
+    FAILED_AFTER_NOMINATION: Final = "FailedAfterNomination"
+    PENDING_PREEMPTION: Final = "PendingPreemption"
 
 
 def parks(strict: bool, reason: str) -> bool:

@@ -64,6 +64,20 @@ class ClusterQueueSnapshot:
         # the owning Snapshot's set of queues whose usage moved (Snapshot.register sets it)
         self.touched: set[str] = set()
 
+    def copy_onto(self, node: QuotaNode) -> ClusterQueueSnapshot:
+        """This queue on another node (a clone's): its own admitted set, everything else shared
+        (``_heights`` too: a clone has the same shape).  Built field by field, not through
+        ``__init__``'s derivations and not through ``__new__``, which a compiled class refuses."""
+        c = ClusterQueueSnapshot(self.name, self.spec, node, active=self.active,
+                                 inactive_reason=self.inactive_reason)
+        c.groups = self.groups
+        c.group_of = self.group_of
+        c.workloads = dict(self.workloads)
+        c.fair_weight = self.fair_weight
+        c.admission_scope = self.admission_scope
+        c._heights = self._heights
+        return c
+
     # --- shortcuts onto the quota node -------------------------------------------------------
     @property
     def parent(self) -> QuotaNode | None:
@@ -120,6 +134,13 @@ class CohortSnapshot:
         self.node = node
         self.explicit = spec is not None
         self.fair_weight = _weight(spec.fair_sharing if spec else None)
+
+    def copy_onto(self, node: QuotaNode) -> CohortSnapshot:
+        """This Cohort on another node (a clone's)."""
+        k = CohortSnapshot(self.name, self.spec, node)
+        k.explicit = self.explicit
+        k.fair_weight = self.fair_weight
+        return k
 
 
 def _weight(fs: api.FairSharing | None) -> float:
@@ -289,16 +310,7 @@ class Snapshot:
             new.parent = mapping[id(old.parent)] if old.parent is not None else None
             new.children = [mapping[id(c)] for c in old.children]
         for cq in self.cluster_queues.values():
-            c = ClusterQueueSnapshot.__new__(ClusterQueueSnapshot)
-            for slot in ClusterQueueSnapshot.__slots__:
-                setattr(c, slot, getattr(cq, slot))
-            c.node = mapping[id(cq.node)]
-            c.workloads = dict(cq.workloads)  # _heights stays shared: a clone has the same shape
-            out.register(c)
+            out.register(cq.copy_onto(mapping[id(cq.node)]))
         for co in self.cohorts.values():
-            k = CohortSnapshot.__new__(CohortSnapshot)
-            for slot in CohortSnapshot.__slots__:
-                setattr(k, slot, getattr(co, slot))
-            k.node = mapping[id(co.node)]
-            out.register(k)
+            out.register(co.copy_onto(mapping[id(co.node)]))
         return out

@@ -323,7 +323,7 @@ async def test_a_sample_sees_the_requeues_still_riding_on_the_next_message() -> 
     async with anyio.create_task_group() as tg:
         await tg.start(actor.run)
         for name in ("w0", "w1"):
-            await actor.ask(Enqueue(incoming(name, cpu="1")))
+            await actor.ask(Enqueue(incoming(name, cpu="1").spec))  # the message carries a spec
         head = (await actor.ask(Nominate())).head
         actor.defer(Requeue(head, "Generic"))
         assert actor.sample().active == 1  # read directly, the head still in flight is missed

@@ -26,6 +26,7 @@ from kueued.quota import node as qn
 from kueued.quota.node import FR
 from kueued.scheduling.cycle import Entry, classical_order
 from kueued.scheduling.fairsharing import fair_order
+from kueued.scheduling.flavors import Assignment
 from kueued.scheduling.forest import build_forest
 from kueued.scheduling.policies import (
     ADMISSION_POLICY,
@@ -45,6 +46,7 @@ from kueued.scheduling.workload import WorkloadInfo
 from kueued.table import render
 from kueued.world import World
 from tests import builders as b
+from tests.scheduling.test_preemption import incoming
 
 CPU: FR = ("default", "cpu")
 MEM: FR = ("default", "memory")
@@ -107,25 +109,13 @@ def snapshot_of(world: World) -> Snapshot:
     return snap
 
 
-class _Wl:
-    """Just what the order reads from a workload."""
-
-    def __init__(self, uid: str, priority: int = 0, created: float = 0.0) -> None:
-        self.uid = self.key = uid
-        self.priority = priority
-        self.created = created
-        self.preempting = False
-
-
-class _Assignment:
-    def __init__(self, borrowing: int, usage: dict[FR, int]) -> None:
-        self.borrowing = borrowing
-        self.usage = usage
-
-
-def entry(queue: str, *, borrowing: int = 0, priority: int = 0, created: float = 0.0, cpu: int = 0) -> Entry:
-    e = Entry(_Wl(f"wl-{queue}-{created}", priority, created), queue)  # type: ignore[arg-type]
-    e.assignment = _Assignment(borrowing, {CPU: cpu})  # type: ignore[assignment]
+def entry(queue: str, *, borrowing: int = 0, priority: int = 0, created: int = 0, cpu: int = 0) -> Entry:
+    """A head of ``queue`` and its assignment: just what the order reads (real objects: the
+    compiled cycle refuses stand-ins)."""
+    e = Entry(incoming(f"wl-{queue}-{created}", priority=priority, created=created), queue)
+    a = Assignment()
+    a.borrowing, a.usage = borrowing, {CPU: cpu}
+    e.assignment = a
     return e
 
 

@@ -63,6 +63,7 @@ def _decisions(run) -> tuple:
     return run.summary.workloads, run.report.workloads, run.summary.admissions, run.summary.evictions
 
 
+@pytest.mark.interpreted  # monkeypatches compiled internals (tests/conftest.py)
 @settings(max_examples=60, deadline=None)
 @given(_config, st.lists(_wl, min_size=1, max_size=14))
 def test_verdicts_and_folding_decide_as_full_nomination_does(config: tuple, workloads: list[tuple]) -> None:
@@ -90,6 +91,7 @@ def nested(strategy: str, within: str, reclaim: str, borrow: str) -> list[dict[s
             *(local_queue(f"lq-{q}", "ns", q) for q in ("a", "b", "c", "solo"))]
 
 
+@pytest.mark.interpreted  # monkeypatches compiled internals (tests/conftest.py)
 @settings(max_examples=60, deadline=None)
 @given(_config, st.lists(_wl, min_size=1, max_size=20))
 def test_verdicts_and_folding_decide_as_full_nomination_does_in_a_nested_tree(config: tuple,
@@ -118,6 +120,7 @@ def _record_nominations(mp: pytest.MonkeyPatch) -> list[str]:
     return judged
 
 
+@pytest.mark.interpreted  # monkeypatches compiled internals (tests/conftest.py)
 def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -> None:
     """Ten identical heads that cannot fit: one full nomination, the other nine recalled."""
     world = World()
@@ -133,6 +136,7 @@ def test_a_saturated_queue_is_judged_once_per_shape_and_its_dead_rounds_fold() -
     assert all("insufficient" in eng.reasons[f"ns/w{i}"] for i in range(10))
 
 
+@pytest.mark.interpreted  # monkeypatches compiled internals (tests/conftest.py)
 def test_heads_no_verdict_answers_are_judged_ahead_up_to_the_trees_first_live_round() -> None:
     """Queue q holds four heads of four shapes too big for the tree; queue p beside it one such
     head, then one that fits.  The first round judges ahead: p's second head is live, so the
