@@ -66,4 +66,5 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) build *.egg-info .dev-cluster
+	rm -rf $(VENV) build *.egg-info .dev-cluster *__mypyc.*.so kueued/_native_build.json
+	find kueued actors -name '*.so' -delete
