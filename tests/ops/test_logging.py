@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from kueued import native
 from kueued.logging import REDACTED, configure, json_wanted, redact
 
 TOKEN = "sekrit-token-0123456789abcdef"
@@ -116,6 +117,8 @@ def test_the_daemon_never_logs_the_kubeconfig_secrets(tmp_path: Path) -> None:
     _clean(text)
     events = [json.loads(line) for line in text.splitlines()]
     assert {e["event"] for e in events} >= {"manifest_unreadable", "object_rejected", "daemon_ready"}
+    ready = next(e for e in events if e["event"] == "daemon_ready")
+    assert ready["engine"] == native.engine()  # which engine runs: compiled, or pure and why
 
 
 @pytest.mark.timeout(120)
