@@ -56,6 +56,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kueued.kube.port import EVICTED_ONCE
 from kueued.kube.workload_state import deactivation_cause
+from kueued.native import engine
 
 if TYPE_CHECKING:
     from kueued.metrics_local_queue import LocalQueueMetrics
@@ -90,15 +91,17 @@ BUILD_LABELS = ("git_version", "git_commit", "build_date", "go_version", "compil
 
 def build_labels() -> dict[str, str]:
     """What kueued can say for each of Kueue's build labels: its version from the package metadata
-    (``v`` first, as Kueue's git tags), the interpreter as ``compiler`` and ``os/arch`` as Go spells
-    it; no git commit, build date or Go version is recorded in a Python package, so those are empty."""
+    (``v`` first, as Kueue's git tags), the interpreter as ``compiler`` (``+ mypyc`` when the engine's
+    hot modules run compiled: :mod:`kueued.native`) and ``os/arch`` as Go spells it; no git commit,
+    build date or Go version is recorded in a Python package, so those are empty."""
     try:
         version = "v" + importlib.metadata.version("kueued")
     except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
         version = ""
     machine = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     return {"git_version": version, "git_commit": "", "build_date": "", "go_version": "",
-            "compiler": f"{platform.python_implementation()} {platform.python_version()}",
+            "compiler": f"{platform.python_implementation()} {platform.python_version()}"
+                        + (" + mypyc" if engine().startswith("compiled") else ""),
             "platform": f"{sys.platform}/{machine}"}
 
 
