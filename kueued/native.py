@@ -19,8 +19,9 @@ module is imported, checks them:
   checks the classes of the other compiled modules it is handed, and a class from the source
   is another class.
 
-:func:`engine` says which it is and why (the daemon logs it at start, the benches print it);
-``make`` rebuilds the extensions when a compiled source changed.
+:func:`engine` says which it is and why (``kueue_build_info``'s compiler label, the daemon's
+``daemon_ready`` line, the benches' tables); ``make`` rebuilds the extensions when a compiled
+source changed.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ ResourceWarning, unraisable) during whichever test runs next, failing an innocen
 Every other warning stays an error.
 
 A test marked ``interpreted`` spies on the compiled modules' insides (it monkeypatches one of
-their functions or methods, or hands them duck-typed fakes): compiled code calls its own
-functions directly and checks the classes it is given, so the spy would see nothing or the fake
-be refused.  When the installed engine is compiled, such a test runs in a child pytest with
+their functions or methods): compiled code calls its own functions and methods directly, so the
+spy would see nothing.  (Stand-ins for the engine's classes do not work either: compiled code
+checks the classes it is handed; tests give it real objects.)  When the installed engine is
+compiled, such a test runs in a child pytest with
 ``KUEUED_PURE=1`` (the same sources, interpreted: ``kueued/native.py``) and passes or fails as
 that run does.  ``tests/test_native.py`` checks that both engines decide alike."""
 

@@ -66,8 +66,8 @@ class ClusterQueueSnapshot:
 
     def copy_onto(self, node: QuotaNode) -> ClusterQueueSnapshot:
         """This queue on another node (a clone's): its own admitted set, everything else shared
-        (``_heights`` too: a clone has the same shape).  Built field by field, not through
-        ``__init__``'s derivations and not through ``__new__``, which a compiled class refuses."""
+        (``_heights`` too: a clone has the same shape).  Through ``__init__`` (a compiled class
+        cannot be made with ``__new__`` alone), then the derived fields are this queue's."""
         c = ClusterQueueSnapshot(self.name, self.spec, node, active=self.active,
                                  inactive_reason=self.inactive_reason)
         c.groups = self.groups
