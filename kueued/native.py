@@ -2,9 +2,9 @@
 
 ``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (``KUEUED_COMPILE=0`` builds
 pure Python): the quota nodes, the cycle and its flavor assignment, the verdicts, the pending
-queues, the snapshot, and the actors' runtime and their Cohort and ClusterQueue actors.  They
-are the hot half of the engine; compiled, the contended throughput bench runs about 1.6 times
-fewer instructions (``bench/throughput.py``).  Everything else stays Python: the compiled
+queues, the snapshot, the preemption search, and the actors' runtime and their Cohort and
+ClusterQueue actors.  They are the hot half of the engine; compiled, the contended throughput
+bench runs about 1.6 times fewer instructions (``bench/throughput.py``).  Everything else stays Python: the compiled
 modules call into it, and it into them, as into any module.
 
 A compiled module is a C extension beside its source, and Python imports the extension first.
@@ -50,6 +50,12 @@ COMPILED = (
     "kueued.scheduling.snapshot",
     "kueued.scheduling.verdicts",
     "kueued.scheduling.workload",
+    "kueued.scheduling.preemption.candidates",
+    "kueued.scheduling.preemption.classical",
+    "kueued.scheduling.preemption.minimal",
+    "kueued.scheduling.preemption.ordering",
+    "kueued.scheduling.preemption.policy",
+    "kueued.scheduling.preemption.stream",
     "actors.runtime",
     "actors.node",
     "actors.cluster_queue",
