@@ -371,7 +371,7 @@ class Actor:
         """Has the actor handled nothing that may change it since its :attr:`changes` read ``changes``,
         with nothing queued, deferred or half-handled (a handler's coroutine awaiting) for it?  Its
         state is only ever changed by handling a message, so an answer it gave then still holds."""
-        return (self.handled - self.reads == changes and self._deferred is None and self._mailbox.idle
+        return (self.changes == changes and self._deferred is None and self._mailbox.idle
                 and not self._busy)
 
 

@@ -131,13 +131,11 @@ class World:
         return Change.REJECTED, key
 
     def retry_elastic(self) -> list[dict[str, Any]]:
-        """The refused ElasticQuota versions to try again now that the quotas in force changed, oldest
-        first (by creation, then key): as a user would apply them again once their parent exists."""
-        def created(item: tuple[str, dict[str, Any]]) -> tuple[str, str]:
-            meta = item[1].get("metadata")
-            stamp = meta.get("creationTimestamp") if isinstance(meta, dict) else None
-            return (stamp if isinstance(stamp, str) else "", item[0])
-        return [manifest for _, manifest in sorted(self.refused_elastic.items(), key=created)]
+        """The refused ElasticQuota versions to try again now that the quotas in force changed, in the
+        order the daemon's first list takes quotas (``parents_first``: oldest first, each parent before
+        its children): as a user would apply them again once their parent exists."""
+        from kueued.model.koordinator import parents_first
+        return [dict(q) for q in parents_first(self.refused_elastic.values())]
 
     def _distinct(self, key: str, manifest: dict[str, Any]) -> str:
         """A refused object without a usable name gets a key of its own (``ResourceFlavor/#2``), so
