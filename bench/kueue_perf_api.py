@@ -38,6 +38,11 @@ kueued's CPU seconds (over the run, from ``/proc``, read before the bench scrape
 commit latency (median, p99) from its own ``kueued_commit_duration_seconds`` histogram
 (``/metrics``), interpolated within buckets as Prometheus' ``histogram_quantile`` does.  Ratios:
 wall / max(API floor, schedule floor) (target <= 1.15), kueued CPU / wall (<= 50 %), commit p99 (<= 1 s).
+Beside them, the **API-side CPU floor**: the CPU the API server, etcd and the runner spent in
+kueued's run, over the cores this process may use.  No run fits more CPU into its wall than the
+cores give, so that is a wall no scheduler making kueued's writes could go under, even one that
+used no CPU itself: when it is above 1.15x the floors, the writes (Kueue's Events, pending reasons
+and queue status, which the API floor does not make), not the scheduler, stop the first target.
 
 ``--scale F`` keeps the tree (cohorts, ClusterQueues, quotas) and multiplies each workload set's
 count by F (at least one each), so the arrival span, the work and the lower bound shrink by about F;
@@ -747,6 +752,16 @@ def targets(schedule: Any, floor: Result | None, ours: Result, chain: tuple[floa
         ratio = sum(ours.writes.values()) / sum(floor.writes.values())
         t.add_row(f"wall / (API floor x {ratio:.2f}, kueued's writes / the floor's)",
                   f"{ours.wall / (floor.wall * ratio):.2f}", "", "")
+    if ours.servers_cpu is not None:
+        # A hard bound, not an estimate: no run can use more CPU than the cores give it, so the
+        # API server's, etcd's and the runner's CPU in kueued's run over the cores is a wall no
+        # scheduler making the same writes could go under, however little CPU it used itself.
+        cores = len(os.sched_getaffinity(0))
+        served = (ours.servers_cpu + ours.bench_cpu) / cores
+        t.add_row(f"API-side CPU floor (s): apiserver+etcd+runner cpu of kueued's run / {cores} cores",
+                  f"{served:.1f}", "", "")
+        t.add_row("  that floor / max(API floor, schedule floor)",
+                  f"{served / larger_floor(floor, schedule.wall_ms / 1000):.2f}", "", "")
     if chain is not None:
         # not the issue's target: an estimate of the API server's latency in every finish -> admit link
         t.add_row(f"wall / chain floor (link latency {chain[0]:.3f} s, the API floor's median)",
