@@ -287,6 +287,9 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
             elastic_changed = await _apply_one(verb, manifest, coord, elastic, port, tg, status) or elastic_changed
         if coord.world.refused_elastic and any(m.get("kind") == "ElasticQuota" for _, m in batch):
             await _retry_elastic(coord, elastic, port, tg, status)
+        if coord.world.deleting_elastic and any(verb == "delete" and m.get("kind") in ("ElasticQuota", "Workload")
+                                                for verb, m in batch):
+            elastic_changed = await _retry_elastic_deletes(coord, elastic, port, tg, status) or elastic_changed
     except BaseException:
         coord.held = None  # not held for ever: what is not applied comes again (a relist)
         raise
@@ -307,6 +310,26 @@ async def _retry_elastic(coord: Coordinator, elastic: ElasticCoordinator, port: 
         for manifest in world.retry_elastic():
             await _apply_one("apply", manifest, coord, elastic, port, tg, status)
         progress = len(world.refused_elastic) < before
+
+
+async def _retry_elastic_deletes(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
+                                 tg: anyio.abc.TaskGroup, status: StatusPublisher | None) -> bool:
+    """The ElasticQuotas deleted while Koordinator's webhook would have refused it (child quotas, bound
+    workloads), deleted again after quotas or workloads went, children first, and again while one goes
+    (a child gone lets its parent go); whether any went.  Until then each stayed in force: the API
+    server no longer has it, but its children's runtime and its workloads' quota came from it."""
+    world = coord.world
+    went = False
+    progress = True
+    while progress and world.deleting_elastic:
+        before = len(world.deleting_elastic)
+        for manifest in world.retry_elastic_deletes():
+            await _apply_one("delete", manifest, coord, elastic, port, tg, status)
+            if object_key(manifest) not in world.deleting_elastic:
+                log.info("elastic_quota_deleted", object=object_key(manifest), reason="no longer refused")
+        progress = len(world.deleting_elastic) < before
+        went = went or progress
+    return went
 
 
 async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
@@ -330,7 +353,7 @@ async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: Ela
     kind = manifest.get("kind")
     if verb == "delete" and kind == "Workload":
         port.forget(key.split("/", 1)[1])
-    if kind == "ElasticQuota":
+    if kind == "ElasticQuota" and verb != "delete":  # (a deleted one has no status to say it on)
         await elastic.validated(manifest, reason)
     return kind in _ELASTIC_KINDS
 

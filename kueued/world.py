@@ -78,6 +78,10 @@ class World:
         # webhook reads the other quotas (a parent that is not there yet, their mins), so it may pass
         # once they change (``retry_elastic``)
         self.refused_elastic: dict[str, dict[str, Any]] = {}
+        # ElasticQuotas deleted from the API server whose deletion Koordinator's webhook would have
+        # refused (child quotas, bound workloads): still in force, and deleted once it would pass
+        # (``retry_elastic_deletes``); a new object of the same name ends the wait
+        self.deleting_elastic: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
 
     # --- the door ----------------------------------------------------------------------------
@@ -88,6 +92,8 @@ class World:
             return Change.REJECTED, "?"
         key = api.object_key(manifest)
         kind = manifest.get("kind")
+        if kind == "ElasticQuota":
+            self.deleting_elastic.pop(key, None)  # the API server has an object of that name again
         if key in self.raw and kind == "Workload" and older(manifest, self.raw[key]):
             return Change.NONE, key  # the late echo of a write kueued has since written over (eviction phase one)
         if key in self.raw and same_to_the_scheduler(self.raw[key], manifest):
@@ -137,6 +143,12 @@ class World:
         from kueued.model.koordinator import parents_first
         return [dict(q) for q in parents_first(self.refused_elastic.values())]
 
+    def retry_elastic_deletes(self) -> list[dict[str, Any]]:
+        """The ElasticQuotas whose deletion was refused, to delete again now that quotas or workloads
+        went: children first, as a user would delete a tree (a child gone lets its parent go)."""
+        from kueued.model.koordinator import parents_first
+        return [dict(q) for q in reversed(parents_first(self.deleting_elastic.values()))]
+
     def _distinct(self, key: str, manifest: dict[str, Any]) -> str:
         """A refused object without a usable name gets a key of its own (``ResourceFlavor/#2``), so
         one such refusal never hides another under the same ``Kind/`` key."""
@@ -158,9 +170,11 @@ class World:
             self.refused_elastic.pop(key, None)  # gone: no version of it is tried again
         if kind == "ElasticQuota" and key in self.elastic_quotas:
             errors = self._validate_elastic_delete(self.elastic_quotas[key])
-            if errors:  # Koordinator's webhook refuses it: the object stays in force
+            if errors:  # Koordinator's webhook refuses it: the object stays in force until it would pass
                 self.rejected[key] = "; ".join(str(e) for e in errors)
+                self.deleting_elastic[key] = self.elastic_quotas[key]
                 return Change.REJECTED, key
+            self.deleting_elastic.pop(key, None)
             self.elastic_quotas.pop(key)
             self.raw.pop(key, None)
             return Change.ELASTIC, key

@@ -100,6 +100,33 @@ def test_elastic_quotas_and_nodes_can_be_deleted_when_koordinator_allows_it() ->
     assert set(world.elastic_quotas) == {"ElasticQuota/kube-system/busy"}
 
 
+def test_a_refused_deletion_waits_children_first_and_a_new_object_of_the_name_ends_it() -> None:
+    from tests.elastic.builders import EQ, WL
+    world = World()
+    dept = EQ("dept").is_parent().min(cpu="4").max(cpu="8").build()
+    team = EQ("team").parent("dept").is_parent().min(cpu="2").max(cpu="8").build()
+    leaf = EQ("leaf").parent("team").min(cpu="1").max(cpu="8").build()
+    busy = EQ("busy").min(cpu="1").max(cpu="8").build()
+    wl = WL("w", "busy").req(cpu="1").build()
+    for m in (dept, team, leaf, busy, wl):
+        assert world.apply(m)[0] is not Change.REJECTED
+    for m in (dept, team, busy):  # each refused: a child, or a bound workload
+        assert world.delete(m)[0] is Change.REJECTED
+    assert world.delete(leaf)[0] is Change.ELASTIC
+    retried = world.retry_elastic_deletes()  # children first: team's deletion passes, then dept's
+    names = [q["metadata"]["name"] for q in retried]
+    assert sorted(names) == ["busy", "dept", "team"] and names.index("team") < names.index("dept")
+    changes = {name: world.delete(q)[0] for name, q in zip(names, retried, strict=True)}
+    assert changes == {"busy": Change.REJECTED, "team": Change.ELASTIC, "dept": Change.ELASTIC}
+    assert set(world.deleting_elastic) == {"ElasticQuota/kube-system/busy"}
+    world.delete(wl)  # its bound workload gone, busy's deletion passes
+    assert world.delete(world.retry_elastic_deletes()[0])[0] is Change.ELASTIC and not world.elastic_quotas
+    # made again under the name of a quota whose deletion waits: the new object is the one in force
+    assert world.apply(busy)[0] is Change.ELASTIC and world.apply(wl)[0] is not Change.REJECTED
+    assert world.delete(busy)[0] is Change.REJECTED and world.deleting_elastic
+    assert world.apply(busy)[0] is not Change.REJECTED and not world.deleting_elastic
+
+
 
 @pytest.mark.parametrize("manifest, path", [
     pytest.param({"apiVersion": "v1", "kind": ["Namespace"], "metadata": {"name": "x"}}, "kind: Invalid value",

@@ -330,3 +330,50 @@ def test_a_workload_waiting_in_an_elastic_quota_says_why_in_numbers(tmp_path: Pa
     assert _admitted(port) == {"default/a1", "default/b1"}
     assert set(port.pending_reasons) == {"default/a2"}  # nothing said of the admitted ones
     assert port.pending_reasons["default/a2"].startswith("quota team-a: cpu")
+
+
+def test_a_refused_deletion_keeps_the_quota_until_its_children_are_gone(tmp_path: Path) -> None:
+    """Without a webhook the API server deletes a parent quota that still has a child; Koordinator's
+    webhook would refuse that, so the parent stays in force (its child keeps its runtime and a workload
+    is still admitted there).  Once the child is deleted too, the parent's deletion passes: it goes."""
+    team = EQ("team").parent("cluster").min(cpu="3").max(cpu="10").build()
+    team["metadata"]["labels"][k.LABEL_IS_PARENT] = "true"
+    _write(tmp_path / "cluster.yaml", [EQ("cluster").cluster(cpu="10").build()])
+    _write(tmp_path / "team.yaml", [team])
+    _write(tmp_path / "child.yaml", [EQ("child").parent("team").min(cpu="2").max(cpu="4").build()])
+    port = InMemoryPort()
+    quotas: list[set[str]] = []
+    steps: list[Step] = [
+        lambda: (tmp_path / "team.yaml").unlink(),
+        lambda: _write(tmp_path / "jobs.yaml", [WL("w", "child").req(cpu="3").at(1).build()]),
+        lambda: ((tmp_path / "child.yaml").unlink(), (tmp_path / "jobs.yaml").unlink()),
+        lambda: None,
+    ]
+    settled = 0
+
+    def on_settled(coord: Any) -> None:
+        nonlocal settled
+        quotas.append({key.rsplit("/", 1)[1] for key in coord.world.elastic_quotas})
+        settled += 1
+        if settled <= len(steps):
+            steps[settled - 1]()
+        if settled >= len(steps):
+            scope.cancel()
+
+    async def main() -> None:
+        nonlocal scope
+        with anyio.fail_after(30) as scope:
+            await run_daemon(tmp_path, port, interval=0.01, on_settled=on_settled, handle_signals=False,
+                             clock=Clock())
+
+    scope: anyio.CancelScope
+    with capture_logs() as logs:
+        anyio.run(main)
+
+    assert quotas[0] >= {"cluster", "team", "child"}
+    assert "team" in quotas[1]  # deleted with a child under it: refused, in force
+    refused = [e for e in logs if e.get("event") == "object_rejected" and e.get("object", "").endswith("/team")]
+    assert refused and "child quotas (child)" in refused[0]["reason"]
+    assert _admitted(port) == {"default/w"} and [c.cluster_queue for c in port.log][0] == "child"
+    assert "team" not in quotas[-1] and "child" not in quotas[-1]  # the child went, and the parent after it
+    assert any(e.get("event") == "elastic_quota_deleted" and e.get("object", "").endswith("/team") for e in logs)
