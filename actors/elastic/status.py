@@ -29,7 +29,6 @@ import structlog
 
 from kueued.kube.port import ApiPort, Condition
 from kueued.model import koordinator as k
-from kueued.model.json_text import read_json
 from kueued.model.quantity import QuantityError, format_milli
 
 __all__ = ["StatusWriter", "ACCEPTED"]
@@ -48,17 +47,6 @@ def _nonzero(amounts: Amounts) -> dict[str, int]:
 def _encode(amounts: Amounts) -> str:
     """A ResourceList as json.Marshal writes it: keys sorted, canonical quantities."""
     return msgspec.json.encode({r: format_milli(v, resource=r) for r, v in amounts.items()}, order="sorted").decode()
-
-
-def _written(quota: Mapping[str, Any], key: str) -> dict[str, int]:
-    """An annotation already on the object, in milli-units; {} when absent or unreadable."""
-    raw = k.annotations_of(quota).get(key)
-    if not raw:
-        return {}
-    try:
-        return k.resource_list(read_json(raw))
-    except (ValueError, TypeError, QuantityError):
-        return {}
 
 
 def _status_used(quota: Mapping[str, Any]) -> dict[str, int]:
@@ -86,7 +74,7 @@ class StatusWriter:
         last = self._last.setdefault(name, {})
         moved: dict[str, dict[str, int]] = {}
         for key, amounts in ((k.ANNOTATION_REQUEST, request), (k.ANNOTATION_RUNTIME, runtime)):
-            before = last[key] if key in last else _written(quota, key)
+            before = last[key] if key in last else k.annotated_amounts(quota, key)
             if name in self._doubt or _nonzero(before) != _nonzero(amounts):
                 moved[key] = dict(amounts)
         if not moved:

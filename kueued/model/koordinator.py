@@ -23,9 +23,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kueued.model.json_text import read_json
-from kueued.model.quantity import parse
+from kueued.model.quantity import QuantityError, parse
 
 __all__ = [
+    "annotated_amounts",
     "PREFIX", "ROOT_QUOTA", "SYSTEM_QUOTA", "DEFAULT_QUOTA", "DEFAULT_GROUP_MAX",
     "LABEL_PARENT", "LABEL_PARENT_SEED", "LABEL_IS_PARENT", "LABEL_ALLOW_LENT", "LABEL_QUOTA_NAME",
     "LABEL_QUOTA_NAME_SEED", "LABEL_PREEMPTIBLE", "LABEL_ALLOW_FORCE_UPDATE", "LABEL_IS_ROOT",
@@ -138,6 +139,18 @@ def resource_list(value: object) -> dict[str, int]:
     if not isinstance(value, Mapping):
         raise TypeError("must be a map of resource name to quantity")
     return {str(k): parse(v) for k, v in value.items()}
+
+
+def annotated_amounts(obj: Mapping[str, Any], key: str) -> dict[str, int]:
+    """A ResourceList annotation (``ANNOTATION_REQUEST``, ``ANNOTATION_RUNTIME``) in milli-units;
+    {} when absent or unreadable."""
+    raw = annotations_of(obj).get(key)
+    if not raw:
+        return {}
+    try:
+        return resource_list(read_json(raw))
+    except (ValueError, TypeError, QuantityError):
+        return {}
 
 
 def shared_weight(obj: Mapping[str, Any]) -> dict[str, int] | None:

@@ -9,12 +9,13 @@ The JSON is :class:`TreeReport`: ``nodes`` keyed ``Kind/name`` in tree order (ro
 first, depth first), each with its parent, depth, pending and admitted counts and, per
 flavor and resource, ``nominal``, ``quota``, ``used``, ``borrowed`` and ``lent`` as
 Kubernetes quantities; ``unrouted`` lists pending Workloads that reach no ClusterQueue
-and why; ``rejected`` the objects the World refused.
+and why; ``rejected`` the objects the World refused; ``quotaGroups`` the ElasticQuota trees
+(:mod:`kueued.ops.elastic_status`: min, max, runtime, request, used; pending and admitted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import msgspec
@@ -22,6 +23,8 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
+from kueued.model import koordinator as k
+from kueued.ops.elastic_status import QuotaGroupStatus, quota_group_statuses, render_groups
 from kueued.ops.tree import NodeStatus, node_statuses, settle
 from kueued.simulate import Report
 from kueued.world import World
@@ -36,11 +39,14 @@ class TreeReport(msgspec.Struct, rename="camel"):
     nodes: dict[str, NodeStatus]
     unrouted: dict[str, str] = {}  # pending Workload -> why it reaches no ClusterQueue
     rejected: dict[str, str] = {}
+    quota_groups: dict[str, QuotaGroupStatus] = {}  # ElasticQuota name -> its numbers, in tree order
 
 
-def status_of_world(world: World, *, source: str, admitted: Collection[str] = ()) -> TreeReport:
+def status_of_world(world: World, *, source: str, admitted: Collection[str] = (),
+                    group_amounts: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None) -> TreeReport:
     """The tree as ``world`` holds it now: admitted Workloads charged, nothing scheduled.  ``admitted``:
-    Workloads a run admitted besides the World's placements (an ElasticQuota group's)."""
+    Workloads a run admitted besides the World's placements (an ElasticQuota group's);
+    ``group_amounts``: each ElasticQuota's runtime and request from a run (else its annotations)."""
     nodes = node_statuses(world, settle(world))
     unrouted = {}
     for key, wl in sorted(world.workloads.items()):
@@ -49,14 +55,19 @@ def status_of_world(world: World, *, source: str, admitted: Collection[str] = ()
             if routed is None:
                 group = world.elastic_quota_of(key)
                 unrouted[key] = why if group is None else f"waits in ElasticQuota {group}"
-    return TreeReport(source, nodes, unrouted, dict(world.rejected))
+    groups = quota_group_statuses(world, admitted={*world.placed, *admitted}, amounts=group_amounts) \
+        if world.elastic_quotas else {}
+    return TreeReport(source, nodes, unrouted, dict(world.rejected), groups)
 
 
 def status_from_files(manifests: list[dict[str, Any]], *, runner: Runner) -> TreeReport:
     """Apply, run to quiescence with ``runner`` (``actors.simulation.run_actors``), and read the tree."""
     world, report = run_world(manifests, runner=runner)
+    amounts = {name: {kind: k.resource_list(values) for kind, values in g.items()}
+               for name, g in report.quota_groups.items()}
     return status_of_world(world, source="files",
-                           admitted={key for key, w in report.workloads.items() if w.state == "admitted"})
+                           admitted={key for key, w in report.workloads.items() if w.state == "admitted"},
+                           group_amounts=amounts)
 
 
 def run_world(manifests: list[dict[str, Any]], *, runner: Runner) -> tuple[World, Report]:
@@ -73,11 +84,13 @@ def render(report: TreeReport, console: Console | None = None) -> None:
     by_parent: dict[str | None, list[NodeStatus]] = {}
     for node in report.nodes.values():
         by_parent.setdefault(node.parent, []).append(node)
-    if not report.nodes:
-        console.print(Text("no Cohorts or ClusterQueues"))
+    if not report.nodes and not report.quota_groups:
+        console.print(Text("no Cohorts, ClusterQueues or ElasticQuotas"))
     for root in by_parent.get(None, []):
         tree = Tree(_label(root))
         _grow(tree, root, by_parent)
+        console.print(tree)
+    for tree in render_groups(report.quota_groups):
         console.print(tree)
     if report.unrouted:
         console.print(Text(f"{len(report.unrouted)} pending Workload(s) reach no ClusterQueue:", style="yellow"))

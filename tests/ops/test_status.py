@@ -123,3 +123,54 @@ def test_an_inactive_queue_gives_every_cause_the_active_condition_gives() -> Non
         world.apply(m)
     nodes = node_statuses(world, settle(world))
     assert nodes["ClusterQueue/cq"].inactive == "is stopped, references missing ResourceFlavor(s): nope,nope2"
+
+
+def _teams() -> list[dict]:
+    from tests.elastic.builders import EQ, WL
+    return [EQ("cluster").cluster(cpu="10").build(),
+            EQ("team-a").parent("cluster").min(cpu="4").max(cpu="10").build(),
+            EQ("team-b").parent("cluster").min(cpu="6").max(cpu="10").build(),
+            WL("a1", "team-a").req(cpu="3").at(1).build(),
+            WL("a2", "team-a").req(cpu="8").at(2).build(),
+            WL("b1", "team-b").req(cpu="5").at(1).build()]
+
+
+def test_elastic_quota_trees_show_min_max_runtime_request_and_used(tmp_path, capsys) -> None:
+    """team-b asks 5 (under its min): runtime 5; team-a gets the other 5 of the cluster's 10, so of its
+    3 + 8 only a1 runs.  A parent's used is its children's."""
+    path = tmp_path / "quotas.yaml"
+    path.write_text(yaml.safe_dump_all(_teams()))
+    assert main(["status", str(path), "-o", "json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["quotaGroups"]
+    assert list(groups) == ["cluster", "team-a", "team-b"]
+    assert groups["team-a"] == {"namespace": "kube-system", "parent": "cluster", "depth": 1, "pending": 1,
+                                "admitted": 1, "min": {"cpu": "4"}, "max": {"cpu": "10"}, "runtime": {"cpu": "5"},
+                                "request": {"cpu": "11"}, "used": {"cpu": "3"}}
+    assert (groups["team-b"]["runtime"], groups["team-b"]["used"]) == ({"cpu": "5"}, {"cpu": "5"})
+    assert "parent" not in groups["cluster"] and groups["cluster"]["used"] == {"cpu": "8"}
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "ElasticQuota team-a  pending 1 · admitted 1" in out
+    assert "cpu: used 3 of runtime 5 · request 11 · min 4 · max 10" in out
+    assert "no Cohorts" not in out
+
+
+def test_a_cluster_s_elastic_quotas_read_runtime_from_annotations_and_used_from_admissions() -> None:
+    """Nothing is scheduled on a read of a cluster: the runtime and request are the annotations the
+    daemon wrote, and what is used is what the admitted Workloads ask."""
+    from kueued.model import koordinator as k
+    from kueued.ops.cluster_read import world_of
+    from kueued.ops.status import status_of_world
+    docs = _teams()
+    docs[1]["metadata"]["annotations"] = {k.ANNOTATION_RUNTIME: '{"cpu":"4500m"}', k.ANNOTATION_REQUEST: '{"cpu":"11"}'}
+    docs[3]["status"] = {"admission": {"clusterQueue": "team-a", "podSetAssignments": [
+        {"name": "main", "count": 1, "resourceUsage": {"cpu": "3"}}]},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                       {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    groups = status_of_world(world_of(docs), source="cluster").quota_groups
+    a, b = groups["team-a"], groups["team-b"]
+    assert (a.runtime, a.request, a.used) == ({"cpu": "4500m"}, {"cpu": "11"}, {"cpu": "3"})
+    assert (a.admitted, a.pending) == (1, 1)
+    assert (b.runtime, b.used, b.admitted, b.pending) == ({}, {}, 0, 1)  # not annotated: zero, as Koordinator reads it
