@@ -40,12 +40,16 @@ def _write(path: Path, docs: list[dict[str, Any]]) -> None:
     path.write_text(yaml.safe_dump_all(docs))
 
 
-def _run(tmp_path: Path, port: InMemoryPort, steps: list[Step], *, clock: Clock | None = None) -> int:
-    """Run the daemon; after the n-th settled batch run ``steps[n]``; stop after the last one."""
+def _run(tmp_path: Path, port: InMemoryPort, steps: list[Step], *, clock: Clock | None = None,
+         watch: Callable[[Any], None] | None = None) -> int:
+    """Run the daemon; after the n-th settled batch run ``steps[n]``; stop after the last one.
+    ``watch(coordinator)`` sees each settled state first."""
     settled = 0
 
-    def on_settled(_coord) -> None:
+    def on_settled(coord: Any) -> None:
         nonlocal settled
+        if watch is not None:
+            watch(coord)
         settled += 1
         if settled <= len(steps):
             steps[settled - 1]()
@@ -349,26 +353,9 @@ def test_a_refused_deletion_keeps_the_quota_until_its_children_are_gone(tmp_path
         lambda: ((tmp_path / "child.yaml").unlink(), (tmp_path / "jobs.yaml").unlink()),
         lambda: None,
     ]
-    settled = 0
-
-    def on_settled(coord: Any) -> None:
-        nonlocal settled
-        quotas.append({key.rsplit("/", 1)[1] for key in coord.world.elastic_quotas})
-        settled += 1
-        if settled <= len(steps):
-            steps[settled - 1]()
-        if settled >= len(steps):
-            scope.cancel()
-
-    async def main() -> None:
-        nonlocal scope
-        with anyio.fail_after(30) as scope:
-            await run_daemon(tmp_path, port, interval=0.01, on_settled=on_settled, handle_signals=False,
-                             clock=Clock())
-
-    scope: anyio.CancelScope
     with capture_logs() as logs:
-        anyio.run(main)
+        _run(tmp_path, port, steps,
+             watch=lambda coord: quotas.append({key.rsplit("/", 1)[1] for key in coord.world.elastic_quotas}))
 
     assert quotas[0] >= {"cluster", "team", "child"}
     assert "team" in quotas[1]  # deleted with a child under it: refused, in force
