@@ -72,20 +72,32 @@ DEFAULT_GROUP_MAX: Mapping[str, int] = {
 }
 
 
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's metadata, {} when it is not a mapping.  These readers are total: they run on
+    objects validation has not seen yet (the daemon orders a first list's quotas before validating
+    them, and keeps refused versions to try again), so a malformed one reads as empty, never raises."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
+    return _map(_meta(obj).get("labels"))
 
 
 def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
+    return _map(_meta(obj).get("annotations"))
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+    return str(_meta(obj).get("name") or "")
 
 
 def namespace_of(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("namespace") or "")
+    return str(_meta(obj).get("namespace") or "")
 
 
 def parent_name(obj: Mapping[str, Any]) -> str:
@@ -121,7 +133,7 @@ def tree_id(obj: Mapping[str, Any]) -> str:
 def quota_namespaces(obj: Mapping[str, Any]) -> list[str]:
     """GetAnnotationQuotaNamespaces: a JSON list; anything unreadable binds nothing."""
     raw = annotations_of(obj).get(ANNOTATION_NAMESPACES) or ""
-    if not raw:
+    if not raw or not isinstance(raw, str):
         return []
     try:
         value = read_json(raw)
@@ -223,7 +235,7 @@ def is_elastic_pod(obj: Mapping[str, Any]) -> bool:
     It does when it names a quota, or when it names no LocalQueue (a pod under Koordinator
     always has a quota: its namespace's, or the default one).
     """
-    return bool(workload_quota_label(obj)) or not (obj.get("spec") or {}).get("queueName")
+    return bool(workload_quota_label(obj)) or not _map(obj.get("spec")).get("queueName")
 
 
 def is_non_preemptible(obj: Mapping[str, Any]) -> bool:
@@ -250,7 +262,7 @@ def parents_first(quotas: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]
     times are whole seconds: of two made in the same second, the one this daemon refused before (its
     ``Accepted=False`` condition) comes after the one in force, so a restart keeps the same one refused
     (by name, two quotas binding one namespace swapped: the admitted workload was evicted)."""
-    order = sorted(quotas, key=lambda q: (str((q.get("metadata") or {}).get("creationTimestamp") or ""),
+    order = sorted(quotas, key=lambda q: (str(_meta(q).get("creationTimestamp") or ""),
                                           refused_before(q), namespace_of(q), name_of(q)))
     names = {name_of(q) for q in order}
     out: list[Mapping[str, Any]] = []
@@ -272,7 +284,7 @@ def parents_first(quotas: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]
 
 def accepted_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``Accepted`` condition kueued wrote on an ElasticQuota, if any."""
-    status = obj.get("status")
+    status = obj.get("status") if isinstance(obj, Mapping) else None
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     for c in conditions if isinstance(conditions, list) else ():
         if isinstance(c, Mapping) and c.get("type") == "Accepted":

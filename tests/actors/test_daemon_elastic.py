@@ -364,3 +364,25 @@ def test_a_refused_deletion_keeps_the_quota_until_its_children_are_gone(tmp_path
     assert _admitted(port) == {"default/w"} and [c.cluster_queue for c in port.log][0] == "child"
     assert "team" not in quotas[-1] and "child" not in quotas[-1]  # the child went, and the parent after it
     assert any(e.get("event") == "elastic_quota_deleted" and e.get("object", "").endswith("/team") for e in logs)
+
+
+def test_a_malformed_quota_in_the_first_list_or_a_retry_is_refused_and_the_daemon_goes_on(tmp_path: Path) -> None:
+    """The first list's quotas are put in creation order before they are validated, and refused ones
+    are tried again when quotas change: metadata that is no mapping (labels an integer, metadata a
+    list) is refused by name there, never a crash, and the well-formed quotas still admit."""
+    bad_labels = EQ("odd").min(cpu="1").max(cpu="2").build()
+    bad_labels["metadata"]["labels"] = -1
+    bad_meta = EQ("worse").min(cpu="1").max(cpu="2").build()
+    bad_meta["metadata"] = ["worse"]
+    _write(tmp_path / "quotas.yaml", [*_teams(), bad_labels, bad_meta])
+    port = InMemoryPort()
+    with capture_logs() as logs:
+        settled = _run(tmp_path, port, [
+            lambda: _write(tmp_path / "more.yaml", [EQ("team-c").parent("cluster").min(cpu="0").max(cpu="4").build(),
+                                                    WL("a1", "team-a").req(cpu="2").at(1).build()]),
+            lambda: None])
+    assert settled == 2
+    refused = {e["object"]: e["reason"] for e in logs if e.get("event") == "object_rejected"}
+    assert "metadata.labels" in refused["ElasticQuota/kube-system/odd"]
+    assert any("metadata: must be a mapping" in why for why in refused.values())
+    assert _admitted(port) == {"default/a1"}

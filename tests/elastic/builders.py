@@ -6,11 +6,14 @@ They read like the setup they make: ``EQ("team-a").parent("cluster").min(cpu="5"
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from kueued.model import koordinator as k
 from kueued.model.quantity import parse
 from kueued.quota.elastic import ElasticGroup
+
+_MIDNIGHT = datetime(2026, 1, 1)
 
 
 def milli(**amounts: str) -> dict[str, int]:
@@ -95,7 +98,8 @@ class WL:
             "kind": "Workload",
             "metadata": {
                 "name": name, "namespace": namespace, "labels": {},
-                "creationTimestamp": f"2026-01-01T00:{WL._clock // 60:02d}:{WL._clock % 60:02d}Z",
+                # one second apart, from midnight (a valid time however many are built in one run)
+                "creationTimestamp": (_MIDNIGHT + timedelta(seconds=WL._clock)).strftime("%Y-%m-%dT%H:%M:%SZ"),
             },
             "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
                 {"name": "main", "resources": {"requests": {}}}]}}}]},

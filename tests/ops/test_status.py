@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
+import msgspec
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from actors.simulation import run_actors
 from kueued.cli import main
@@ -174,3 +179,41 @@ def test_a_cluster_s_elastic_quotas_read_runtime_from_annotations_and_used_from_
     assert (a.runtime, a.request, a.used) == ({"cpu": "4500m"}, {"cpu": "11"}, {"cpu": "3"})
     assert (a.admitted, a.pending) == (1, 1)
     assert (b.runtime, b.used, b.admitted, b.pending) == ({}, {}, 0, 1)  # not annotated: zero, as Koordinator reads it
+
+
+_TEAMS = _teams()  # built once: every Workload built moves the builders' creation clock on
+
+_JUNK = [None, 0, -1, "x", "", "-3", "1e400", "99999999999999999999Ei", [], {}, {"cpu": "x"}, {"cpu": None},
+         ["cpu"], '{"cpu":', '{"cpu":"-1"}', '{"cpu":[1]}', "team-a", "cluster"]
+_SPOTS = [("metadata", "labels", "quota.scheduling.koordinator.sh/parent"),
+          ("metadata", "labels", "quota.scheduling.koordinator.sh/is-parent"),
+          ("metadata", "annotations", "quota.scheduling.koordinator.sh/runtime"),
+          ("metadata", "annotations", "quota.scheduling.koordinator.sh/request"),
+          ("metadata", "labels"), ("metadata", "annotations"), ("metadata", "name"), ("spec",),
+          ("spec", "min"), ("spec", "max"), ("spec", "min", "cpu"), ("spec", "max", "cpu"), ("status",),
+          ("status", "admission"), ("status", "admission", "clusterQueue"), ("spec", "podSets"),
+          ("metadata", "labels", "quota.scheduling.koordinator.sh/name")]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(_SPOTS), st.sampled_from(_JUNK)), max_size=6))
+def test_elastic_quota_trees_survive_any_value_in_any_field(edits: list) -> None:
+    """``kueued status`` never fails on a quota or workload it could not read: whatever lands in a
+    label, an annotation, a min or a status, it draws what is in force (from files and from a cluster)."""
+    from kueued.ops.cluster_read import world_of
+    from kueued.ops.status import status_of_world
+    docs = copy.deepcopy(_TEAMS)
+    for index, spot, value in edits:
+        obj: Any = docs[index]
+        for part in spot[:-1]:
+            if not isinstance(obj, dict):
+                break
+            obj = obj.setdefault(part, {}) if isinstance(obj.get(part, {}), dict) else obj[part]
+        else:
+            if isinstance(obj, dict):
+                obj[spot[-1]] = value
+    report = status_of_world(world_of(copy.deepcopy(docs)), source="cluster")
+    msgspec.json.encode(report)
+    files = status_from_files(copy.deepcopy(docs), runner=run_actors)
+    assert set(files.quota_groups) <= {"cluster", "team-a", "team-b", "koordinator-default-quota"} | {
+        str(v) for v in _JUNK if isinstance(v, str)}
