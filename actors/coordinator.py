@@ -388,5 +388,7 @@ def _strict(cq: ClusterQueueSnapshot) -> bool:
 
 
 def _workload_key(manifest: dict) -> str:
-    meta = manifest.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}" if manifest.get("kind") == "Workload" else ""
+    meta = manifest.get("metadata")
+    if manifest.get("kind") != "Workload" or not isinstance(meta, dict):
+        return ""  # (a malformed one is refused by the World, never placed)
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"

@@ -355,7 +355,7 @@ async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: Ela
         port.forget(key.split("/", 1)[1])
     if kind == "ElasticQuota" and verb != "delete":  # (a deleted one has no status to say it on)
         await elastic.validated(manifest, reason)
-    return kind in _ELASTIC_KINDS
+    return isinstance(kind, str) and kind in _ELASTIC_KINDS
 
 
 def _queue_of(world: World, manifest: Mapping[str, Any]) -> str | None:

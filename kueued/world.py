@@ -166,6 +166,8 @@ class World:
         kind = manifest.get("kind")
         meta = manifest.get("metadata")
         name = meta.get("name", "") if isinstance(meta, dict) else ""
+        if not isinstance(kind, str) or not isinstance(name, str):  # never applied: only its refusal goes
+            return Change.NONE, key
         if kind == "ElasticQuota":
             self.refused_elastic.pop(key, None)  # gone: no version of it is tried again
         if kind == "ElasticQuota" and key in self.elastic_quotas:
