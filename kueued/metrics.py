@@ -56,7 +56,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kueued.kube.port import EVICTED_ONCE
 from kueued.kube.workload_state import deactivation_cause
-from kueued.native import engine
+from kueued.native import compiled
 
 if TYPE_CHECKING:
     from kueued.metrics_local_queue import LocalQueueMetrics
@@ -101,7 +101,7 @@ def build_labels() -> dict[str, str]:
     machine = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     return {"git_version": version, "git_commit": "", "build_date": "", "go_version": "",
             "compiler": f"{platform.python_implementation()} {platform.python_version()}"
-                        + (" + mypyc" if engine().startswith("compiled") else ""),
+                        + (" + mypyc" if compiled() else ""),
             "platform": f"{sys.platform}/{machine}"}
 
 

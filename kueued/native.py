@@ -4,8 +4,8 @@
 pure Python): the quota nodes, the cycle and its flavor assignment, the verdicts, the pending
 queues, the snapshot, the preemption search, and the actors' runtime and their Cohort and
 ClusterQueue actors.  They are the hot half of the engine; compiled, the contended throughput
-bench runs about 1.6 times fewer instructions (``bench/throughput.py``).  Everything else stays Python: the compiled
-modules call into it, and it into them, as into any module.
+bench runs about 1.6 times fewer instructions (``bench/throughput.py``).  Everything else stays
+Python: the compiled modules call into it, and it into them, as into any module.
 
 A compiled module is a C extension beside its source, and Python imports the extension first.
 An editable install (``make``) leaves the extensions in the checkout, so after an edit the
@@ -19,9 +19,9 @@ module is imported, checks them:
   checks the classes of the other compiled modules it is handed, and a class from the source
   is another class.
 
-:func:`engine` says which it is and why (``kueue_build_info``'s compiler label, the daemon's
-``daemon_ready`` line, the benches' tables); ``make`` rebuilds the extensions when a compiled
-source changed.
+:func:`compiled` says which it is and :func:`engine` also why (``kueue_build_info``'s compiler
+label, the daemon's ``daemon_ready`` line, the benches' tables); ``make`` rebuilds the extensions
+when a compiled source changed.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["COMPILED", "MANIFEST", "engine", "install", "source_digest", "source_path", "why_pure"]
+__all__ = ["COMPILED", "MANIFEST", "compiled", "engine", "install", "source_digest", "source_path", "why_pure"]
 
 # The modules mypyc compiles (setup.py reads this literal; keep it a plain tuple of names).
 COMPILED = (
@@ -126,10 +126,15 @@ def install() -> None:
         sys.meta_path.insert(0, _FromSource())
 
 
-def engine() -> str:
-    """``compiled (mypyc)`` or ``pure Python (<why>)``: what the running engine is."""
+def compiled() -> bool:
+    """Does the running engine run compiled (its modules imported as extensions)?"""
     install()
     from kueued.scheduling import cycle
-    if cycle.__file__ is not None and not cycle.__file__.endswith(".py"):
+    return cycle.__file__ is not None and not cycle.__file__.endswith(".py")
+
+
+def engine() -> str:
+    """``compiled (mypyc)`` or ``pure Python (<why>)``: what the running engine is."""
+    if compiled():
         return "compiled (mypyc)"
     return f"pure Python ({_pure_reason or 'no extension found'})"

@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if pyfuncitem.get_closest_marker("interpreted") is None or not native.engine().startswith("compiled"):
+    if pyfuncitem.get_closest_marker("interpreted") is None or not native.compiled():
         return None
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
                          cwd=pyfuncitem.config.rootpath, env={**os.environ, "KUEUED_PURE": "1"},
