@@ -285,11 +285,21 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
     try:
         for verb, manifest in batch:
             elastic_changed = await _apply_one(verb, manifest, coord, elastic, port, tg, status) or elastic_changed
-        if coord.world.refused_elastic and any(m.get("kind") == "ElasticQuota" for _, m in batch):
-            await _retry_elastic(coord, elastic, port, tg, status)
-        if coord.world.deleting_elastic and any(verb == "delete" and m.get("kind") in ("ElasticQuota", "Workload")
-                                                for verb, m in batch):
-            elastic_changed = await _retry_elastic_deletes(coord, elastic, port, tg, status) or elastic_changed
+        world = coord.world
+        if world.refused_elastic and any(m.get("kind") == "ElasticQuota" for _, m in batch):
+            # refused for what the others were (a parent not there yet, their mins): the API server
+            # holds them, so they are what the user asked for, and Koordinator's webhook would have
+            # let a user's retry in; oldest first, parents first
+            await _retry("apply", world.refused_elastic, world.retry_elastic, coord, elastic, port, tg, status)
+        if world.deleting_elastic and any(verb == "delete" and m.get("kind") in ("ElasticQuota", "Workload")
+                                          for verb, m in batch):
+            # deleted while Koordinator's webhook would have refused it (child quotas, bound workloads):
+            # in force until then, since its children's runtime and its workloads' quota came from it
+            gone = await _retry("delete", world.deleting_elastic, world.retry_elastic_deletes, coord, elastic,
+                                port, tg, status)
+            for key in sorted(gone):
+                log.info("elastic_quota_deleted", object=key, reason="no longer refused")
+            elastic_changed = elastic_changed or bool(gone)
     except BaseException:
         coord.held = None  # not held for ever: what is not applied comes again (a relist)
         raise
@@ -297,39 +307,21 @@ async def _apply(batch: list[tuple[str, dict]], coord: Coordinator, elastic: Ela
     return len(batch), elastic_changed
 
 
-async def _retry_elastic(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort, tg: anyio.abc.TaskGroup,
-                         status: StatusPublisher | None) -> None:
-    """The ElasticQuotas refused for what the others were (a parent not there yet, their mins), tried
-    again after the quotas changed, oldest first, and again while one gets in (a parent accepted lets
-    its child in): the API server holds them, so they are what the user asked for, and Koordinator's
-    webhook would have let a user's retry in."""
-    world = coord.world
-    progress = True
-    while progress and world.refused_elastic:
-        before = len(world.refused_elastic)
-        for manifest in world.retry_elastic():
-            await _apply_one("apply", manifest, coord, elastic, port, tg, status)
-        progress = len(world.refused_elastic) < before
-
-
-async def _retry_elastic_deletes(coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,
-                                 tg: anyio.abc.TaskGroup, status: StatusPublisher | None) -> bool:
-    """The ElasticQuotas deleted while Koordinator's webhook would have refused it (child quotas, bound
-    workloads), deleted again after quotas or workloads went, children first, and again while one goes
-    (a child gone lets its parent go); whether any went.  Until then each stayed in force: the API
-    server no longer has it, but its children's runtime and its workloads' quota came from it."""
-    world = coord.world
-    went = False
-    progress = True
-    while progress and world.deleting_elastic:
-        before = len(world.deleting_elastic)
-        for manifest in world.retry_elastic_deletes():
-            await _apply_one("delete", manifest, coord, elastic, port, tg, status)
-            if object_key(manifest) not in world.deleting_elastic:
-                log.info("elastic_quota_deleted", object=object_key(manifest), reason="no longer refused")
-        progress = len(world.deleting_elastic) < before
-        went = went or progress
-    return went
+async def _retry(verb: str, waiting: dict[str, Any], candidates: Callable[[], list[dict[str, Any]]],
+                 coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort, tg: anyio.abc.TaskGroup,
+                 status: StatusPublisher | None) -> set[str]:
+    """The ElasticQuotas ``waiting`` for Koordinator's webhook rules (a refused version, a refused
+    deletion), applied with ``verb`` again in the order ``candidates()`` gives, and again while one
+    gets through (a parent accepted lets its child in, a child deleted lets its parent go); the keys
+    that got through."""
+    first = set(waiting)
+    while waiting:
+        before = len(waiting)
+        for manifest in candidates():
+            await _apply_one(verb, manifest, coord, elastic, port, tg, status)
+        if len(waiting) >= before:  # (a nameless refused quota comes back under a new key: no progress)
+            break
+    return first - waiting.keys()
 
 
 async def _apply_one(verb: str, manifest: dict, coord: Coordinator, elastic: ElasticCoordinator, port: ApiPort,

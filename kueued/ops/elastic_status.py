@@ -48,10 +48,11 @@ class QuotaGroupStatus(msgspec.Struct, omit_defaults=True, rename="camel"):
 
 
 def quota_group_statuses(world: World, *, admitted: Collection[str],
-                         amounts: Mapping[str, Mapping[str, Amounts]] | None = None) -> dict[str, QuotaGroupStatus]:
+                         amounts: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
+                         ) -> dict[str, QuotaGroupStatus]:
     """Every ElasticQuota in force, by name in tree order.  ``admitted``: the workloads holding
-    quota (``namespace/name``); ``amounts``: each group's ``runtime`` and ``request`` in milli-units
-    (a run's), or None to read them from the quotas' annotations (a cluster's)."""
+    quota (``namespace/name``); ``amounts``: each group's ``runtime`` and ``request`` as quantities
+    (a run's ``Report.quota_groups``), or None to read them from the quotas' annotations (a cluster's)."""
     quotas = {k.name_of(q): q for q in world.elastic_quotas.values() if k.name_of(q)}
     own_used: dict[str, dict[str, int]] = {}
     waiting: dict[str, int] = {}
@@ -92,10 +93,10 @@ def quota_group_statuses(world: World, *, admitted: Collection[str],
                 for res, v in visit(child, depth + 1).items():
                     used[res] = used.get(res, 0) + v
         given = amounts.get(name, {}) if amounts is not None else {
-            "runtime": k.annotated_amounts(q, k.ANNOTATION_RUNTIME),
-            "request": k.annotated_amounts(q, k.ANNOTATION_REQUEST)}
-        status.runtime = _quantities(given.get("runtime", {}))
-        status.request = _quantities(given.get("request", {}))
+            "runtime": _quantities(k.annotated_amounts(q, k.ANNOTATION_RUNTIME)),
+            "request": _quantities(k.annotated_amounts(q, k.ANNOTATION_REQUEST))}
+        status.runtime = dict(given.get("runtime", {}))
+        status.request = dict(given.get("request", {}))
         status.used = _quantities(used)
         return used
 

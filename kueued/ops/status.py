@@ -23,7 +23,6 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from kueued.model import koordinator as k
 from kueued.ops.elastic_status import QuotaGroupStatus, quota_group_statuses, render_groups
 from kueued.ops.tree import NodeStatus, node_statuses, settle
 from kueued.simulate import Report
@@ -43,7 +42,7 @@ class TreeReport(msgspec.Struct, rename="camel"):
 
 
 def status_of_world(world: World, *, source: str, admitted: Collection[str] = (),
-                    group_amounts: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None) -> TreeReport:
+                    group_amounts: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None) -> TreeReport:
     """The tree as ``world`` holds it now: admitted Workloads charged, nothing scheduled.  ``admitted``:
     Workloads a run admitted besides the World's placements (an ElasticQuota group's);
     ``group_amounts``: each ElasticQuota's runtime and request from a run (else its annotations)."""
@@ -63,11 +62,9 @@ def status_of_world(world: World, *, source: str, admitted: Collection[str] = ()
 def status_from_files(manifests: list[dict[str, Any]], *, runner: Runner) -> TreeReport:
     """Apply, run to quiescence with ``runner`` (``actors.simulation.run_actors``), and read the tree."""
     world, report = run_world(manifests, runner=runner)
-    amounts = {name: {kind: k.resource_list(values) for kind, values in g.items()}
-               for name, g in report.quota_groups.items()}
     return status_of_world(world, source="files",
                            admitted={key for key, w in report.workloads.items() if w.state == "admitted"},
-                           group_amounts=amounts)
+                           group_amounts=report.quota_groups)
 
 
 def run_world(manifests: list[dict[str, Any]], *, runner: Runner) -> tuple[World, Report]:
